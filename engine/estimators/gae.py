@@ -1,0 +1,93 @@
+"""Generalized Advantage Estimation (Schulman et al. 2016) as verl computes it, with both hole conventions.
+
+δ_t = r_t + γ V_next − V_t,  A_t = δ_t + γλ A_next,  returns = A + V,  advantages = masked_whiten(A, m).
+
+* ``gae_skip_holes=True`` (verl ≥ PR #2337): "next" is the next *valid* token; tool tokens are skipped, rewards on
+  them dropped; a hole position reports the advantage of the next valid token; trailing padding 0.
+* ``gae_skip_holes=False`` (old verl, Search-R1, KG-R1): every column is a TD step, V_T := 0; the mask only
+  feeds the whitening statistics.
+Both run as one vectorized discounted scan (``engine.scan``), no loop over time.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.masked import masked_whiten
+from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
+from engine.scan import compact, discounted_reverse_cumsum, expand_next_valid
+
+
+def gae_raw(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float, skip_holes: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unwhitened GAE advantages and TD errors, both (B, T)."""
+    if skip_holes:
+        r = compact(rewards, mask)  # (B, T) valid tokens first
+        v = compact(values, mask)
+        v_next = torch.nn.functional.pad(v[:, 1:], (0, 1))  # next valid value; 0 after the last
+        valid = compact(mask, mask)
+        delta_c = (r + gamma * v_next - v) * valid
+        adv_c = discounted_reverse_cumsum(delta_c, gamma * lam)
+        return expand_next_valid(adv_c, mask), expand_next_valid(delta_c, mask)
+    v_next = torch.nn.functional.pad(values[:, 1:], (0, 1))
+    delta = rewards + gamma * v_next - values
+    return discounted_reverse_cumsum(delta, gamma * lam), delta
+
+
+def compute_gae_advantage_return(
+    token_level_rewards: torch.Tensor,
+    values: torch.Tensor,
+    response_mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+    skip_holes: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl-compatible functional form: (advantages, returns), both (B, T)."""
+    adv, _ = gae_raw(token_level_rewards, values, response_mask, gamma, lam, skip_holes)
+    return masked_whiten(adv, response_mask), adv + values
+
+
+def _gae_values(inp: EstimatorInput, cfg) -> tuple[torch.Tensor, str]:
+    source = cfg.value_source
+    if source is None:
+        if inp.values is None:
+            raise ValueError(
+                "GAE needs critic values and this run has none: set value_source='zeros' "
+                "(discounted Monte-Carlo returns) or 'group_mean' (the group's mean score as baseline)"
+            )
+        source = "critic"
+    if source == "critic":
+        if inp.values is None:
+            raise ValueError("value_source='critic' but the run has no critic values")
+        return inp.values, source
+    if source == "zeros":
+        return torch.zeros_like(inp.token_level_rewards), source
+    from engine.groups import group_stats
+
+    scores = inp.token_level_rewards.sum(-1)
+    mean = group_stats(scores, inp.group_ids, singleton_mean=None).mean
+    return mean[:, None].expand_as(inp.token_level_rewards).clone(), source
+
+
+@register_estimator(
+    "gae",
+    label="GAE (PPO critic)",
+    formula=r"\delta_t = r_t + \gamma V_{t+1} - V_t,\quad A_t = \sum_{l\ge 0} (\gamma\lambda)^l \delta_{t+l},"
+    r"\quad \hat A = \mathrm{whiten}_{\text{batch}}(A)",
+    requires=("values",),
+    kind="token",
+    reference="verl core_algos.compute_gae_advantage_return (1dda039b; hole skipping PR #2337)",
+)
+def gae(inp: EstimatorInput, cfg) -> EstimatorOutput:
+    values, source = _gae_values(inp, cfg)
+    if cfg.gae_value_mask == "attention":
+        values = values * inp.response_mask.new_tensor(inp.turn_ids >= 0)
+    elif cfg.gae_value_mask == "attention_shifted":
+        attn = (inp.turn_ids >= 0).to(values.dtype)
+        shifted = torch.nn.functional.pad(attn[:, :-1], (1, 0), value=1.0)
+        values = values * shifted
+    adv, delta = gae_raw(inp.token_level_rewards, values, inp.response_mask, cfg.gamma, cfg.lam, cfg.gae_skip_holes)
+    advantages = masked_whiten(adv, inp.response_mask)
+    extras = {"values": values, "td_errors": delta, "advantages_raw": adv}
+    return EstimatorOutput(advantages, adv + values, extras, notes={"value_source": source})

@@ -1,0 +1,62 @@
+"""Token-level return estimators without a critic: REINFORCE++ and ReMax.
+
+REINFORCE++ (Hu 2025): G_t = r_t + γ G_next over valid tokens, advantages = masked_whiten(G, m) · m.
+Holes, per ``cfg.reinforce_hole_mode``: ``carry`` (verl ≥ PR #7278/#7300: the return flows through a tool block,
+γ applied once per valid token, rewards on holes dropped, G = 0 at holes) or ``reset`` (older verl: the running
+return is zeroed at every hole, so tokens before a tool call never see the outcome reward).
+ReMax (Li et al. 2023): G = reverse cumsum of r·m (γ = 1), A = G − b_i·m with b_i the greedy rollout's score.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.masked import masked_whiten
+from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
+from engine.scan import compact, discounted_reverse_cumsum, expand_next_valid, next_hole_distance
+
+
+def reinforce_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_mode: str) -> torch.Tensor:
+    """Discounted returns on valid tokens, 0 on holes and padding. (B, T)."""
+    if hole_mode == "carry":
+        g = discounted_reverse_cumsum(compact(rewards, mask), gamma)
+        return expand_next_valid(g, mask) * mask
+    # reset: each run of valid tokens between holes is its own episode
+    r = (rewards * mask).double()
+    full = discounted_reverse_cumsum(r, gamma)
+    d = next_hole_distance(mask)  # distance to the first hole at or after t
+    T = mask.shape[-1]
+    beyond = torch.gather(torch.nn.functional.pad(full, (0, 1)), 1, (torch.arange(T, device=mask.device) + d))
+    seg = full - (gamma ** d.double()) * beyond
+    return (seg * mask).to(rewards.dtype)
+
+
+@register_estimator(
+    "reinforce_plus_plus",
+    label="REINFORCE++",
+    formula=r"G_t = \sum_{k \ge t,\ m_k=1} \gamma^{\#\text{valid}(t,k)} r_k,\quad A = \mathrm{whiten}_{\text{batch}}(G)\cdot m",
+    kind="token",
+    reference="verl core_algos.compute_reinforce_plus_plus_outcome_advantage (1dda039b; holes PR #7278/#7300)",
+)
+def reinforce_plus_plus(inp: EstimatorInput, cfg) -> EstimatorOutput:
+    m = inp.response_mask
+    g = reinforce_returns(inp.token_level_rewards, m, cfg.gamma, cfg.reinforce_hole_mode)
+    adv = masked_whiten(g, m) * m
+    return EstimatorOutput(adv, g, {"returns_raw": g})
+
+
+@register_estimator(
+    "remax",
+    label="ReMax (greedy baseline)",
+    formula=r"G_t = \sum_{k\ge t} r_k m_k,\quad A_t = G_t - b_i\, m_t",
+    requires=("reward_baselines",),
+    kind="token",
+    reference="verl core_algos.compute_remax_outcome_advantage (Li et al. 2023)",
+)
+def remax(inp: EstimatorInput, cfg) -> EstimatorOutput:
+    if inp.reward_baselines is None:
+        raise ValueError("remax needs reward_baselines (the greedy rollout's score per trajectory); the run has none")
+    m = inp.response_mask
+    g = torch.flip(torch.cumsum(torch.flip(inp.token_level_rewards * m, [-1]), -1), [-1])
+    adv = g - inp.reward_baselines[:, None] * m
+    return EstimatorOutput(adv, g, {"baseline": inp.reward_baselines})

@@ -1,0 +1,60 @@
+"""Per-group statistics of per-row scalars, vectorized with ``index_add`` (verl ``group_mean_std`` style).
+
+Groups are dense ids 0..G−1 (``dense_group_ids``). Conventions are arguments, never literals:
+``ddof`` (1 = verl's unbiased ``torch.std``, 0 = rLLM's ``np.std``) and what a singleton group gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+def dense_group_ids(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Any integer ids → 0..G−1 (sorted order of the distinct ids) and G."""
+    uniq, inv = torch.unique(group_ids, return_inverse=True)
+    return inv, int(uniq.numel())
+
+
+@dataclass(frozen=True)
+class GroupStats:
+    """Per-row views of group statistics, each [B]: mean, std, size, and the dense group index."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+    size: torch.Tensor
+    index: torch.Tensor
+
+
+def group_stats(
+    scores: torch.Tensor,
+    group_ids: torch.Tensor,
+    ddof: int = 1,
+    singleton_mean: float | None = 0.0,
+    singleton_std: float = 1.0,
+    weights: torch.Tensor | None = None,
+) -> GroupStats:
+    """Group mean and std of ``scores`` [B] broadcast back to rows.
+
+    mean_g = Σ w s / Σ w (w = 1 unless ``weights``); var_g = Σ (s − mean)² / (n − ddof) (unweighted).
+    A singleton group (n = 1) gets mean = ``singleton_mean`` (None keeps its own score) and std = ``singleton_std``
+    (verl: μ = 0, σ = 1, so its advantage is its raw score).
+    """
+    idx, G = dense_group_ids(group_ids)
+    dt = scores.dtype
+    ones = torch.ones_like(scores)
+    size = torch.zeros(G, dtype=dt, device=scores.device).index_add_(0, idx, ones)
+    w = ones if weights is None else weights.to(dt)
+    wsum = torch.zeros(G, dtype=dt, device=scores.device).index_add_(0, idx, w)
+    ssum = torch.zeros(G, dtype=dt, device=scores.device).index_add_(0, idx, w * scores)
+    mean = ssum / wsum
+    centred = scores - mean[idx]
+    sq = torch.zeros(G, dtype=dt, device=scores.device).index_add_(0, idx, centred * centred)
+    var = sq / (size - ddof).clamp(min=1)
+    std = var.sqrt()
+    single = size == 1
+    if singleton_mean is not None:
+        mean = torch.where(single, torch.full_like(mean, singleton_mean), mean)
+    std = torch.where(single, torch.full_like(std, singleton_std), std)
+    return GroupStats(mean=mean[idx], std=std[idx], size=size[idx], index=idx)

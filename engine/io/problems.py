@@ -1,0 +1,65 @@
+"""Load problems: what went wrong with which record, collected instead of crashing the load.
+
+A loader never crashes on a bad record and never drops one silently: every record it cannot use becomes a
+``Problem`` (file, line, field, reason) next to the good trajectories. ``strict=True`` turns the first problem
+into a ``ValueError`` whose message carries the same ``file:line`` and field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input.
+
+    ``file`` is the path as given, ``line`` the 1-based line of a JSONL record (``None`` for whole-file or
+    non-line formats; tensor dumps use the row index in ``field``), ``field`` a dotted path into the record
+    (``segments[2].log_probs``) or ``None``, ``reason`` a sentence a person can act on.
+    """
+
+    file: str
+    line: int | None
+    field: str | None
+    reason: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
+
+
+class RecordError(ValueError):
+    """Raised inside an adapter for a record it cannot use; the loader turns it into a ``Problem``."""
+
+    def __init__(self, field: str | None, reason: str) -> None:
+        super().__init__(f"{field}: {reason}" if field else reason)
+        self.field = field
+        self.reason = reason
+
+
+@dataclass
+class ProblemLog:
+    """Collects problems for one load; with ``strict`` the first one raises ``ValueError``."""
+
+    strict: bool = False
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, file: str, line: int | None, field_: str | None, reason: str) -> None:
+        problem = Problem(str(file), line, field_, reason)
+        if self.strict:
+            raise ValueError(str(problem))
+        self.problems.append(problem)
+
+    def add_error(self, file: str, line: int | None, err: RecordError, prefix: str = "") -> None:
+        """Record a ``RecordError``; ``prefix`` (e.g. ``"[3]."``) locates records that have no line number."""
+        field_ = f"{prefix}{err.field}" if err.field else (prefix.rstrip(".") or None)
+        self.add(file, line, field_, err.reason)
+
+
+ProgressFn = Callable[[float, str], None]
+
+
+def no_progress(fraction: float, message: str) -> None:
+    """Default progress callback: ignore."""

@@ -1,0 +1,50 @@
+"""Masked reductions, as verl's ``verl.utils.torch_functional`` defines them (SPEC §1.2).
+
+Masks are float 0/1 tensors of the same shape as the values. Values outside the mask are neutralised with
+``where`` first, so NaN or junk on padding never leaks into a sum.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """Σ where(mask, x, 0) · mask over ``dim`` (all elements when None)."""
+    v = torch.where(mask.bool(), x, torch.zeros_like(x)) * mask
+    return v.sum() if dim is None else v.sum(dim=dim)
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    """masked_sum / (Σ mask + 1e-8): a fully masked row gives 0, not NaN (verl convention)."""
+    n = mask.sum() if dim is None else mask.sum(dim=dim)
+    return masked_sum(x, mask, dim) / (n + 1e-8)
+
+
+def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
+    """Variance over every masked element of the whole tensor; ×n/(n−1) when unbiased.
+
+    Raises ``ValueError`` when Σmask is 0, or 1 with ``unbiased`` (verl raises in both cases).
+    """
+    mean = masked_mean(x, mask)
+    centred = x - mean
+    var = masked_mean(centred * centred, mask)
+    n = mask.sum()
+    if unbiased:
+        if n == 0:
+            raise ValueError("masked_var: the mask is empty (no valid token in the batch)")
+        if n == 1:
+            raise ValueError("masked_var: only one valid token in the batch; the unbiased variance is undefined")
+        var = var * n / (n - 1)
+    return var
+
+
+def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) -> torch.Tensor:
+    """(x − μ) · rsqrt(σ² + 1e-8), μ and σ² over all masked elements of the whole batch (token-weighted).
+
+    Applied to every position, masked ones included: callers that need zeros there multiply by the mask.
+    """
+    mean = masked_mean(x, mask)
+    var = masked_var(x, mask)
+    whitened = (x - mean) * torch.rsqrt(var + 1e-8)
+    return whitened if shift_mean else whitened + mean

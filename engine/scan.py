@@ -1,0 +1,70 @@
+"""Vectorized reverse discounted scans: the core of GAE and REINFORCE++ without a Python loop over time.
+
+``discounted_reverse_cumsum(x, c)`` computes ``y_t = Σ_{k ≥ t} c^(k−t) x_k`` along the last axis. The sequence is
+cut into chunks of L tokens; inside a chunk the scan is one matmul with the upper-triangular Toeplitz matrix
+``M[j, k] = c^(k−j)``; the chunk carries obey the same recurrence with factor ``c^L`` and are solved by the same
+function recursively. Cost: O(B·T·L) multiply-adds in a few large kernels, on CPU or GPU.
+
+Holes (tokens outside a mask) are handled by *compaction*: each row's valid tokens are moved to the left in
+order, scanned, and scattered back (``compact`` / ``expand``), which is exactly "skip holes, apply the discount
+once per valid token" (verl PR #2337, #7278).
+"""
+
+from __future__ import annotations
+
+import torch
+
+CHUNK = 64
+
+
+def discounted_reverse_cumsum(x: torch.Tensor, c: float, chunk: int = CHUNK) -> torch.Tensor:
+    """y[..., t] = Σ_{k≥t} c^(k−t) · x[..., k], for x of shape (..., T) and a constant 0 ≤ c."""
+    *lead, T = x.shape
+    if T == 0:
+        return x.clone()
+    L = min(chunk, T)
+    n = -(-T // L)
+    xp = torch.nn.functional.pad(x.reshape(-1, T), (0, n * L - T)).reshape(-1, n, L)  # (R, n, L)
+    j = torch.arange(L, device=x.device, dtype=x.dtype)
+    expo = j[None, :] - j[:, None]  # (L, L): k − j
+    base = torch.tensor(float(c), device=x.device, dtype=x.dtype)
+    M = torch.where(expo >= 0, base.pow(expo.clamp(min=0)), torch.zeros((), dtype=x.dtype, device=x.device))
+    local = xp @ M.T  # (R, n, L): scan inside each chunk, zero boundary
+    if n > 1:
+        heads = local[..., 0]  # (R, n): value at each chunk start
+        starts = discounted_reverse_cumsum(heads, float(c) ** L, chunk)  # (R, n)
+        carry = torch.nn.functional.pad(starts[:, 1:], (0, 1))  # y at the start of the next chunk
+        tail_pow = base.pow(L - j)  # (L,): c^(L−j)
+        local = local + carry[..., None] * tail_pow
+    return local.reshape(-1, n * L)[:, :T].reshape(*lead, T)
+
+
+def compact(x: torch.Tensor, mask: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """Move each row's valid entries (mask == 1) to the left, keeping order; the rest is ``fill``. (B, T)."""
+    B, T = x.shape
+    m = mask.bool()
+    rank = torch.cumsum(m.long(), dim=-1) - 1  # (B, T) compacted index of each valid token
+    dest = torch.where(m, rank, torch.full_like(rank, T))  # invalid → a spare column
+    out = torch.full((B, T + 1), fill, dtype=x.dtype, device=x.device)
+    out.scatter_(1, dest, x)
+    return out[:, :T]
+
+
+def expand_next_valid(y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Inverse of ``compact`` that also fills holes: position t gets the compacted value of the first valid token
+    at or after t; positions after the last valid token get 0. (B, T)."""
+    B, T = y.shape
+    before = torch.cumsum(mask.long(), dim=-1) - mask.long()  # valid tokens strictly before t
+    n = mask.long().sum(-1, keepdim=True)
+    idx = before.clamp(max=T - 1)
+    out = torch.gather(y, 1, idx)
+    return torch.where(before < n, out, torch.zeros_like(out))
+
+
+def next_hole_distance(mask: torch.Tensor) -> torch.Tensor:
+    """For each t, (index of the first position ≥ t with mask 0, or T) − t. (B, T) long."""
+    B, T = mask.shape
+    pos = torch.arange(T, device=mask.device).expand(B, T)
+    hole_pos = torch.where(mask.bool(), torch.full_like(pos, T), pos)
+    first = torch.flip(torch.cummin(torch.flip(hole_pos, [-1]), dim=-1).values, [-1])
+    return first - pos
