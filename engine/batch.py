@@ -198,6 +198,9 @@ class TrajectoryBatch:
         return self.attention_mask - self.action_mask
 
     def to(self, device) -> TrajectoryBatch:
+        """The batch on ``device`` (itself when already there; no re-validation cost)."""
+        if torch.device(device) == self.device:
+            return self
         moved = {
             f.name: (v.to(device) if isinstance(v, torch.Tensor) else v)
             for f in dataclasses.fields(self)

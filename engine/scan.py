@@ -39,26 +39,46 @@ def discounted_reverse_cumsum(x: torch.Tensor, c: float, chunk: int = CHUNK) -> 
     return local.reshape(-1, n * L)[:, :T].reshape(*lead, T)
 
 
+class Compaction:
+    """Index maps between a (B, T) row layout and its compacted form (valid tokens moved left, in order).
+
+    Built once per mask and reused for every tensor (rewards, values, results), so the cumsum/scatter index
+    work is paid once.
+    """
+
+    def __init__(self, mask: torch.Tensor) -> None:
+        B, T = mask.shape
+        m = mask.bool()
+        self.mask = mask
+        self.count = m.sum(-1, keepdim=True)  # (B, 1) valid tokens per row
+        before = torch.cumsum(m, dim=-1) - m.long()  # (B, T) valid tokens strictly before t
+        self.dest = torch.where(m, before, torch.full_like(before, T))  # invalid → a spare column
+        self.has_next = before < self.count  # a valid token exists at or after t
+        self.next_idx = before.clamp(max=T - 1)  # compacted index of the first valid token ≥ t
+        self.valid = torch.arange(T, device=mask.device) < self.count  # (B, T) in the compacted layout
+
+    def compact(self, x: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+        """Each row's valid entries moved left, order kept; the rest ``fill``. (B, T)."""
+        B, T = x.shape
+        out = torch.full((B, T + 1), fill, dtype=x.dtype, device=x.device)
+        return out.scatter_(1, self.dest, x)[:, :T]
+
+    def expand_next_valid(self, y: torch.Tensor) -> torch.Tensor:
+        """Back to the row layout; a hole gets the value of the next valid token, the tail after the last valid
+        token gets 0. (B, T)."""
+        out = torch.gather(y, 1, self.next_idx)
+        return torch.where(self.has_next, out, torch.zeros_like(out))
+
+
 def compact(x: torch.Tensor, mask: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
     """Move each row's valid entries (mask == 1) to the left, keeping order; the rest is ``fill``. (B, T)."""
-    B, T = x.shape
-    m = mask.bool()
-    rank = torch.cumsum(m.long(), dim=-1) - 1  # (B, T) compacted index of each valid token
-    dest = torch.where(m, rank, torch.full_like(rank, T))  # invalid → a spare column
-    out = torch.full((B, T + 1), fill, dtype=x.dtype, device=x.device)
-    out.scatter_(1, dest, x)
-    return out[:, :T]
+    return Compaction(mask).compact(x, fill)
 
 
 def expand_next_valid(y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Inverse of ``compact`` that also fills holes: position t gets the compacted value of the first valid token
     at or after t; positions after the last valid token get 0. (B, T)."""
-    B, T = y.shape
-    before = torch.cumsum(mask.long(), dim=-1) - mask.long()  # valid tokens strictly before t
-    n = mask.long().sum(-1, keepdim=True)
-    idx = before.clamp(max=T - 1)
-    out = torch.gather(y, 1, idx)
-    return torch.where(before < n, out, torch.zeros_like(out))
+    return Compaction(mask).expand_next_valid(y)
 
 
 def next_hole_distance(mask: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ import torch
 
 from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
-from engine.scan import compact, discounted_reverse_cumsum, expand_next_valid
+from engine.scan import Compaction, discounted_reverse_cumsum
 
 
 def gae_raw(
@@ -23,13 +23,13 @@ def gae_raw(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Unwhitened GAE advantages and TD errors, both (B, T)."""
     if skip_holes:
-        r = compact(rewards, mask)  # (B, T) valid tokens first
-        v = compact(values, mask)
+        cm = Compaction(mask)
+        r = cm.compact(rewards)  # (B, T) valid tokens first
+        v = cm.compact(values)
         v_next = torch.nn.functional.pad(v[:, 1:], (0, 1))  # next valid value; 0 after the last
-        valid = compact(mask, mask)
-        delta_c = (r + gamma * v_next - v) * valid
+        delta_c = (r + gamma * v_next - v) * cm.valid
         adv_c = discounted_reverse_cumsum(delta_c, gamma * lam)
-        return expand_next_valid(adv_c, mask), expand_next_valid(delta_c, mask)
+        return cm.expand_next_valid(adv_c), cm.expand_next_valid(delta_c)
     v_next = torch.nn.functional.pad(values[:, 1:], (0, 1))
     delta = rewards + gamma * v_next - values
     return discounted_reverse_cumsum(delta, gamma * lam), delta

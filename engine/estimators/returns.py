@@ -13,14 +13,14 @@ import torch
 
 from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
-from engine.scan import compact, discounted_reverse_cumsum, expand_next_valid, next_hole_distance
+from engine.scan import Compaction, discounted_reverse_cumsum, next_hole_distance
 
 
 def reinforce_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_mode: str) -> torch.Tensor:
     """Discounted returns on valid tokens, 0 on holes and padding. (B, T)."""
     if hole_mode == "carry":
-        g = discounted_reverse_cumsum(compact(rewards, mask), gamma)
-        return expand_next_valid(g, mask) * mask
+        cm = Compaction(mask)
+        return cm.expand_next_valid(discounted_reverse_cumsum(cm.compact(rewards), gamma)) * mask
     # reset: each run of valid tokens between holes is its own episode
     r = (rewards * mask).double()
     full = discounted_reverse_cumsum(r, gamma)
