@@ -3,7 +3,7 @@
 loss = Σ_{i,t} w_{i,t} · L_{i,t} with n_i = Σ_t m_{i,t}, N = Σ n_i, G = #{i: n_i > 0}:
   token-mean: w = m/N · dp;  token-sum: w = m · dp;  seq-mean-token-sum: w = m/G · dp;
   seq-mean-token-mean: w = m/((n_i + 1e-8)·G) · dp;  seq-mean-token-sum-norm: w = m/(G·S) · dp (verl ≥ PR #5366;
-  older verl: m/S), S = loss_scale_factor (default T).
+  older verl: m/S, without the dp factor), S = loss_scale_factor (default T).
 The effective gradient weight of a token is w · A: how hard (and which way) it moves the policy.
 """
 
@@ -22,10 +22,15 @@ def agg_weights(
     global_batch_size: float | None = None,
     loss_scale_factor: float | None = None,
     sum_norm_divides_by_seqs: bool = True,
+    token_sum_supported: bool = True,
 ) -> torch.Tensor:
-    """w [B, T] such that agg_loss(L) = Σ w·L (masked entries of L neutralised)."""
+    """w [B, T] such that agg_loss(L) = Σ w·L (masked entries of L neutralised). ``sum_norm_divides_by_seqs`` off
+    = older verl (sum-norm = Σ_i S_i / S without /G or dp factor, no dp_size checks); ``token_sum_supported`` off
+    = older verl, which had no token-sum mode (ValueError, as verl raised)."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {list(LOSS_AGG_MODES)}")
+    if mode == "token-sum" and not token_sum_supported:
+        raise ValueError("loss_agg_mode 'token-sum' does not exist in this verl version (added 2026-08)")
     m = loss_mask
     n = m.sum(-1, keepdim=True)  # (B, 1)
     if dp_size > 1 and sum_norm_divides_by_seqs:
@@ -45,7 +50,9 @@ def agg_weights(
         w = m / (n + 1e-8) / G
     else:
         S = loss_scale_factor if loss_scale_factor is not None else m.shape[-1]
-        w = m / (G * S) if sum_norm_divides_by_seqs else m / S
+        if not sum_norm_divides_by_seqs:
+            return m / S  # older verl: no division by G and no dp_size factor
+        w = m / (G * S)
     return w * dp_size
 
 

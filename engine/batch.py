@@ -87,6 +87,8 @@ class TrajectoryBatch:
         token_ids [B, T] long; attention_mask, action_mask [B, T] float 0/1; turn_ids [B, T] long (-1 = padding);
         group_ids [B] long (rows of one prompt share an id); old_log_probs, ref_log_probs, values [B, T] or None;
         reward_baselines [B] or None (ReMax greedy scores); token_scores [B, T] or None;
+        sum_pi_squared [B, T] or None (Σ_v π(v)² of the rollout policy, for the optimal token baseline);
+        rollout_is_weights [B, T] or None (truncated importance weights);
         turn_rewards [B, K, C_turn] or None with turn_mask [B, K] and turn_reward_names (C_turn,);
         global_rewards [B, C_global] or None with global_reward_names (C_global,);
         truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings.
@@ -102,6 +104,8 @@ class TrajectoryBatch:
     values: torch.Tensor | None = None
     reward_baselines: torch.Tensor | None = None
     token_scores: torch.Tensor | None = None
+    sum_pi_squared: torch.Tensor | None = None
+    rollout_is_weights: torch.Tensor | None = None
     turn_rewards: torch.Tensor | None = None
     turn_mask: torch.Tensor | None = None
     turn_reward_names: tuple[str, ...] = ()
@@ -133,7 +137,7 @@ class TrajectoryBatch:
         if not isinstance(gid, torch.Tensor) or gid.is_floating_point():
             gid = factorize(list(gid)) if not isinstance(gid, torch.Tensor) else gid
         s(self, "group_ids", _as_long("group_ids", gid, (B,), dev))
-        for name in ("old_log_probs", "ref_log_probs", "values", "token_scores"):
+        for name in ("old_log_probs", "ref_log_probs", "values", "token_scores", "sum_pi_squared", "rollout_is_weights"):
             if getattr(self, name) is not None:
                 s(self, name, _as_float(name, getattr(self, name), (B, T), dev))
         if self.reward_baselines is not None:

@@ -28,93 +28,73 @@ LOSS_AGG_MODES = (
 VALUE_SOURCES = ("critic", "zeros", "group_mean")
 
 # Conventions each reference trainer fixes. Keys are CreditConfig field names.
+_VERL_HEAD = dict(
+    advantage_mask="action",
+    gae_skip_holes=True,
+    gae_value_mask="none",
+    reinforce_hole_mode="carry",
+    std_ddof=1,
+    grpo_var_floor=0.0,
+    rloo_singleton="raw",
+    rfpp_baseline_scope="token",
+    kl_plus_variants=True,
+    sum_norm_divides_by_seqs=True,
+    token_sum_supported=True,
+    otb_handle_zero_tail=True,
+    global_exclude_prefixes=("_",),
+    turn_score_reduce="mean",
+    broadcast_group_key="prompt",
+    broadcast_reward="last_step",
+    broadcast_read="first",
+)
+# Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
+_OLD_VERL = _VERL_HEAD | dict(
+    advantage_mask="attention",
+    gae_skip_holes=False,
+    kl_plus_variants=False,
+    sum_norm_divides_by_seqs=False,
+    token_sum_supported=False,
+    otb_handle_zero_tail=False,
+)
+# rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
+_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean")
+
 PROFILES: dict[str, dict] = {
-    "verl": dict(
-        advantage_mask="action",
-        gae_skip_holes=True,
-        gae_value_mask="none",
-        reinforce_hole_mode="carry",
-        std_ddof=1,
-        grpo_var_floor=0.0,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="token",
-        kl_plus_variants=True,
-        sum_norm_divides_by_seqs=True,
-        global_exclude_prefixes=("_",),
-        turn_score_reduce="mean",
-        broadcast_group_key="prompt",
-    ),
-    "verl-legacy": dict(
-        advantage_mask="action",
-        gae_skip_holes=True,
-        gae_value_mask="none",
+    "verl": _VERL_HEAD,
+    "verl-legacy": _VERL_HEAD
+    | dict(
         reinforce_hole_mode="reset",
-        std_ddof=1,
         grpo_var_floor=1e-6,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="token",
         kl_plus_variants=False,
         sum_norm_divides_by_seqs=False,
-        global_exclude_prefixes=("_",),
-        turn_score_reduce="mean",
-        broadcast_group_key="prompt",
+        token_sum_supported=False,
+        otb_handle_zero_tail=False,
     ),
-    "search-r1": dict(
-        advantage_mask="attention",
-        gae_skip_holes=False,
-        gae_value_mask="attention_shifted",
-        reinforce_hole_mode="carry",
-        std_ddof=1,
-        grpo_var_floor=0.0,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="token",
-        kl_plus_variants=False,
-        sum_norm_divides_by_seqs=False,
-        global_exclude_prefixes=("_",),
-        turn_score_reduce="mean",
-        broadcast_group_key="prompt",
-    ),
-    "kg-r1": dict(
-        advantage_mask="attention",
-        gae_skip_holes=False,
-        gae_value_mask="attention",
-        reinforce_hole_mode="carry",
-        std_ddof=1,
-        grpo_var_floor=0.0,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="token",
-        kl_plus_variants=False,
-        sum_norm_divides_by_seqs=False,
-        global_exclude_prefixes=("_raw_",),
-        turn_score_reduce="mean",
-        broadcast_group_key="prompt",
-    ),
-    "rllm": dict(
-        advantage_mask="action",
-        gae_skip_holes=True,
-        gae_value_mask="none",
-        reinforce_hole_mode="carry",
-        std_ddof=0,
-        grpo_var_floor=0.0,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="trajectory_popstd",
-        kl_plus_variants=True,
-        sum_norm_divides_by_seqs=True,
-        global_exclude_prefixes=("_",),
-        turn_score_reduce="sum",
-        broadcast_group_key="prompt_and_last_step",
-    ),
+    "search-r1": _OLD_VERL | dict(gae_value_mask="attention_shifted"),
+    "kg-r1": _OLD_VERL | dict(gae_value_mask="attention", global_exclude_prefixes=("_raw_",)),
+    # rLLM's unified trainer: rLLM-native estimators on trajectory rewards, per TrajectoryGroup (task).
+    "rllm": _VERL_HEAD | _RLLM | dict(std_ddof=0, rfpp_baseline_scope="trajectory_popstd"),
+    # rLLM's AgentWorkflowPPOTrainer: verl's estimators; uid = step id, so broadcast groups split by last step.
+    "rllm-workflow": _VERL_HEAD | _RLLM | dict(broadcast_group_key="prompt_and_last_step"),
+    # rLLM's legacy AgentPPOTrainer: verl's estimators; broadcast groups are the prompt uid.
+    "rllm-legacy": _VERL_HEAD | _RLLM,
 }
 
 PROFILE_HELP = {
-    "verl": "verl-project/verl 1dda039b (2026-08): hole-skipping GAE, REINFORCE++ carries returns through holes.",
-    "verl-legacy": "volcengine/verl b178a3c (2026-01): REINFORCE++ resets at holes, old sum-norm, var floor, no k1+.",
+    "verl": "verl-project/verl 1dda039b (2026-08): hole-skipping GAE, REINFORCE++ carries returns through holes; "
+    "v1 multi-row sessions broadcast the final row's GRPO advantage.",
+    "verl-legacy": "volcengine/verl b178a3c (2026-01): REINFORCE++ resets at holes, old sum-norm, no token-sum, var "
+    "floor, no k1+, OTB without zero-tail handling.",
     "search-r1": "Search-R1 a14dc3a: advantages over the attention mask (info tokens included), GAE without hole "
     "skipping, last token bootstraps from the first padding value.",
     "kg-r1": "KG-R1 7538a53: old-verl GAE over the attention mask, '_otc_scaling_factor'/'_kg_turns_used' leak "
     "into the global reward, mean turn reward.",
-    "rllm": "rLLM 9beb6e0: population std, stepwise broadcast grouped by (task, last-step index) as the workflow "
-    "trainer does, trajectory reward = Σ step rewards.",
+    "rllm": "rLLM 9beb6e0 unified trainer: rLLM-native estimators (population std, RF++-baseline over centred "
+    "trajectory rewards), one scalar per trajectory grouped by task, trajectory reward = Σ step rewards.",
+    "rllm-workflow": "rLLM 9beb6e0 AgentWorkflowPPOTrainer: verl's estimators (unbiased std); stepwise broadcast "
+    "grouped by (task, last-step index) because uid = step id, so rollouts of different lengths split.",
+    "rllm-legacy": "rLLM 7982c508 AgentPPOTrainer: verl's estimators; stepwise broadcast grouped by the prompt "
+    "uid, per-step groups = k-th steps of a prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
 }
 
 FIELD_HELP: dict[str, str] = {
@@ -161,10 +141,23 @@ FIELD_HELP: dict[str, str] = {
     "rfpp_baseline_scope": "REINFORCE++-baseline whitening: token (verl: batch-wide token-weighted whitening) or "
     "trajectory_popstd (rLLM: divide by the population std of the centred trajectory rewards; singletons 0).",
     "kl_plus_variants": "Accept 'k1+', 'low_var_kl+', … (verl ≥ PR #6058); older verl raised NotImplementedError.",
+    "gpg_f_norm": "GPG: A = α(s − μ)/f_norm (verl's trainer always passes 1.0; the function's own parameter).",
+    "gdpo_reward_keys": "GDPO: the global reward components normalised one by one (verl algorithm."
+    "gdpo_reward_keys); empty = one dimension, the token-level rewards.",
+    "gdpo_reward_weights": "GDPO: weight of each key's GRPO advantage before batch whitening (verl algorithm."
+    "gdpo_reward_weights); None = all 1.",
+    "otb_sum_pi_squared": "Optimal token baseline's Σ_v π(v)² per token: actor (the run's own, as verl's actor "
+    "computes it) or sampled_token (stand-in π_t², the sampled token's share: a lower bound, so w = (1 − π_t)²). "
+    "None = actor when the run has it, else the stand-in (named in the result's notes).",
+    "otb_handle_zero_tail": "Optimal token baseline: zero the baseline where a group's strictly longest trajectory "
+    "runs past the second longest (verl ≥ PR #5615 default; older verl: off).",
     "sum_norm_divides_by_seqs": "seq-mean-token-sum-norm divides by the number of sequences too (verl ≥ PR "
-    "#5366); older verl: Σ_i S_i / loss_scale_factor.",
+    "#5366) and dp_size > 1 needs the global counts; older verl: Σ_i S_i / loss_scale_factor, no dp factor, no "
+    "checks.",
     "loss_agg_mode": "How token losses aggregate (verl actor.loss_agg_mode); sets each token's effective weight.",
     "loss_scale_factor": "Denominator of seq-mean-token-sum-norm (default: the padded length T).",
+    "token_sum_supported": "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised "
+    "ValueError for it).",
     "stepwise_mode": "rLLM: trajectory (one advantage per trajectory), broadcast (the last step's advantage copied "
     "to every step) or per_step (each step's Monte-Carlo return, grouped by step index).",
     "stepwise_gamma": "γ of rLLM's per-step Monte-Carlo returns (compute_mc_return default 0.95; the legacy "
@@ -172,6 +165,11 @@ FIELD_HELP: dict[str, str] = {
     "normalize_by_steps": "rLLM broadcast: divide the trajectory's advantage by its number of steps.",
     "broadcast_group_key": "rLLM broadcast grouping of last steps: prompt (legacy AgentPPOTrainer) or "
     "prompt_and_last_step (workflow trainer: uid = step id, so rollouts with different step counts split).",
+    "broadcast_reward": "Stepwise broadcast: the reward the last step is scored with — trajectory (Σ of every "
+    "step's rewards, rLLM's trajectory reward) or last_step (the last step's own rewards only, verl v1 "
+    "multi-row sessions).",
+    "broadcast_read": "Stepwise broadcast: how the last step's advantage becomes the scalar copied to earlier "
+    "steps — mean over its masked tokens (rLLM) or its value at the first masked token (verl v1).",
     "rejection_sample": "rLLM rejection sampling: drop groups that are all solved (scores ≥ 1) or all unsolved "
     "(scores ≤ 0) from the loss; statistics are always reported.",
     "mask_truncated_samples": "rLLM: drop truncated trajectories from the loss.",
@@ -217,15 +215,23 @@ class CreditConfig:
     rfpp_baseline_scope: str | None = None
     kl_plus_variants: bool | None = None
     multiturn_turn_coef: float = 0.5
+    gpg_f_norm: float = 1.0
+    gdpo_reward_keys: tuple[str, ...] = ()
+    gdpo_reward_weights: tuple[float, ...] | None = None
+    otb_handle_zero_tail: bool | None = None
+    otb_sum_pi_squared: str | None = None
     # loss aggregation
     loss_agg_mode: str = "token-mean"
     loss_scale_factor: float | None = None
     sum_norm_divides_by_seqs: bool | None = None
+    token_sum_supported: bool | None = None
     # rLLM
     stepwise_mode: str = "trajectory"
     stepwise_gamma: float = 0.95
     normalize_by_steps: bool = False
     broadcast_group_key: str | None = None
+    broadcast_reward: str | None = None
+    broadcast_read: str | None = None
     rejection_sample: bool = False
     mask_truncated_samples: bool = False
     device: str | None = field(default=None, compare=False)
@@ -242,6 +248,9 @@ class CreditConfig:
                 w = tuple(w.items())
             object.__setattr__(self, name, tuple((str(k), float(v)) for k, v in w))
         object.__setattr__(self, "global_exclude_prefixes", tuple(self.global_exclude_prefixes))
+        object.__setattr__(self, "gdpo_reward_keys", tuple(str(k) for k in self.gdpo_reward_keys))
+        if self.gdpo_reward_weights is not None:
+            object.__setattr__(self, "gdpo_reward_weights", tuple(float(w) for w in self.gdpo_reward_weights))
         self._validate()
 
     def _validate(self) -> None:
@@ -262,16 +271,24 @@ class CreditConfig:
         check("rfpp_baseline_scope", ("token", "trajectory_popstd"))
         check("turn_score_reduce", ("mean", "sum"))
         check("broadcast_group_key", ("prompt", "prompt_and_last_step"))
+        check("broadcast_reward", ("trajectory", "last_step"))
+        check("broadcast_read", ("mean", "first"))
         check("kl_ctrl_type", ("fixed", "adaptive"))
         check("std_ddof", (0, 1))
         if self.value_source is not None:
             check("value_source", VALUE_SOURCES)
+        if self.otb_sum_pi_squared is not None:
+            check("otb_sum_pi_squared", ("actor", "sampled_token"))
         for name in ("gamma", "lam", "stepwise_gamma"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"CreditConfig.{name}: must be in [0, 1], got {v}")
         if self.epsilon < 0 or self.kl_coef < 0:
             raise ValueError("CreditConfig: epsilon and kl_coef must be ≥ 0")
+        if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
+            raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        if self.gdpo_reward_weights is not None and len(self.gdpo_reward_weights) != len(self.gdpo_reward_keys):
+            raise ValueError("CreditConfig.gdpo_reward_weights: need one weight per gdpo_reward_keys entry")
 
     def replace(self, **changes) -> CreditConfig:
         """A copy with ``changes``; conventions not named keep their resolved values unless the profile changes."""

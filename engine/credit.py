@@ -147,6 +147,10 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         turn_rewards=turn_r,
         turn_mask=turn_mask,
         global_reward=global_r,
+        global_components=batch.global_rewards,
+        global_component_names=batch.global_reward_names,
+        sum_pi_squared=batch.sum_pi_squared,
+        rollout_is_weights=batch.rollout_is_weights,
     )
     out = _run_mode(est, inp, cfg)
 

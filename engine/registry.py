@@ -23,6 +23,9 @@ class EstimatorInput:
     reward_baselines [B]: ReMax greedy scores (or None). turn_ids: 0-based turn per token, −1 on padding.
     action_mask: tokens the policy generated. turn_rewards [B, K]: weighted per-turn reward; turn_mask [B, K];
     global_reward [B]: weighted global reward (KG-R1 structured estimators read these three).
+    global_components [B, C] with global_component_names (C,): the unweighted global reward components (GDPO
+    normalises them one by one). sum_pi_squared [B, T]: Σ_v π(v)² of the rollout policy at each token and
+    rollout_is_weights [B, T]: truncated IS weights (the optimal-token-baseline estimators read these).
     """
 
     token_level_rewards: torch.Tensor
@@ -36,6 +39,10 @@ class EstimatorInput:
     turn_rewards: torch.Tensor | None = None
     turn_mask: torch.Tensor | None = None
     global_reward: torch.Tensor | None = None
+    global_components: torch.Tensor | None = None
+    global_component_names: tuple[str, ...] = ()
+    sum_pi_squared: torch.Tensor | None = None
+    rollout_is_weights: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

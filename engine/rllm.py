@@ -2,10 +2,12 @@
 
 A trajectory's steps are its turns (``turn_ids``); step k's tokens are the estimator mask's tokens of turn k.
 * ``trajectory``: the estimator runs on whole trajectories.
-* ``broadcast``: the estimator runs on the **last step** of every trajectory, with the trajectory reward on the
-  step's last token; each trajectory's scalar (mean advantage over the last step's tokens, ÷ n_steps if
-  ``normalize_by_steps``) is copied to every earlier step. Groups: the prompt (legacy trainer) or (prompt,
-  last-step index) (workflow trainer, where rollouts of different lengths split).
+* ``broadcast``: the estimator runs on the **last step** of every trajectory, scored with the trajectory reward
+  Σ_k r_k (rLLM) or the last step's own reward (verl v1 sessions, ``broadcast_reward``) on the step's last
+  token; each trajectory's scalar (mean advantage over the last step's tokens, or its value at the step's first
+  token for verl v1, ``broadcast_read``; ÷ n_steps if ``normalize_by_steps``) is copied to every earlier step.
+  Groups: the prompt (rLLM legacy trainer, verl v1) or (prompt, last-step index) (rLLM workflow trainer, where
+  rollouts of different lengths split).
 * ``per_step``: each step is a row whose reward is its Monte-Carlo return G_k = r_k + γ G_{k+1} on its last
   token; the k-th steps of one prompt's rollouts form a group (a late step is often a singleton: raw return).
 Step rewards r_k are the token-level rewards summed over turn k.
@@ -46,9 +48,9 @@ def step_layout(inp: EstimatorInput) -> StepLayout:
     counts = turn_token_counts(inp.turn_ids, inp.response_mask, K)
     steps = counts > 0
     attn = (inp.turn_ids >= 0).to(inp.token_level_rewards.dtype)
-    step_rewards = torch.zeros_like(counts).scatter_add_(
-        1, inp.turn_ids.clamp(min=0), inp.token_level_rewards * attn
-    ) * steps
+    step_rewards = (
+        torch.zeros_like(counts).scatter_add_(1, inp.turn_ids.clamp(min=0), inp.token_level_rewards * attn) * steps
+    )
     last_pos = turn_last_positions(inp.turn_ids, inp.response_mask, K)
     return StepLayout(steps, steps.sum(-1), last_pos, step_rewards)
 
@@ -71,7 +73,20 @@ def _rows(inp: EstimatorInput, rows: torch.Tensor, mask: torch.Tensor, rewards: 
         turn_rewards=pick(inp.turn_rewards),
         turn_mask=pick(inp.turn_mask),
         global_reward=pick(inp.global_reward),
+        global_components=pick(inp.global_components),
+        global_component_names=inp.global_component_names,
+        sum_pi_squared=pick(inp.sum_pi_squared),
+        rollout_is_weights=pick(inp.rollout_is_weights),
     )
+
+
+def broadcast_scalar(last_step_advantages: torch.Tensor, mask_last: torch.Tensor, read: str) -> torch.Tensor:
+    """Each trajectory's scalar from its last step's advantages [B, T]: the mean over the step's masked tokens
+    (rLLM) or the value at its first masked token (verl v1); 0 for a trajectory without one. (B,)."""
+    if read == "first":
+        first_tok = torch.argmax(mask_last, dim=-1, keepdim=True)  # first masked token (0 when there is none)
+        return last_step_advantages.gather(1, first_tok).squeeze(1) * (mask_last.sum(-1) > 0)
+    return masked_mean(last_step_advantages, mask_last, dim=-1)
 
 
 def run_broadcast(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
@@ -81,7 +96,10 @@ def run_broadcast(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
     on_last = (inp.turn_ids == last_k[:, None]) & inp.response_mask.bool()
     mask_last = inp.response_mask * on_last
     last_tok = lay.last_pos.gather(1, last_k[:, None]).squeeze(1).clamp(min=0)
-    traj_reward = lay.step_rewards.sum(-1)
+    if cfg.broadcast_reward == "last_step":  # verl v1: the final row's own score
+        traj_reward = lay.step_rewards.gather(1, last_k[:, None]).squeeze(1)
+    else:  # rLLM: trajectory reward = Σ step rewards
+        traj_reward = lay.step_rewards.sum(-1)
     rewards = torch.zeros_like(inp.token_level_rewards).scatter_(1, last_tok[:, None], traj_reward[:, None])
     rewards = rewards * (lay.n_steps > 0)[:, None]
     groups = inp.group_ids
@@ -89,7 +107,7 @@ def run_broadcast(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
         groups = dense_group_ids(inp.group_ids)[0] * (T + 1) + last_k
     rows = torch.arange(B, device=inp.group_ids.device)
     out = est.fn(_rows(inp, rows, mask_last, rewards, groups), cfg)
-    scalar = masked_mean(out.advantages, mask_last, dim=-1)  # (B,)
+    scalar = broadcast_scalar(out.advantages, mask_last, cfg.broadcast_read)  # (B,)
     if cfg.normalize_by_steps:
         scalar = scalar / lay.n_steps.clamp(min=1)
     adv = scalar[:, None] * inp.response_mask

@@ -82,7 +82,7 @@ def _gae_values(inp: EstimatorInput, cfg) -> tuple[torch.Tensor, str]:
 def gae(inp: EstimatorInput, cfg) -> EstimatorOutput:
     values, source = _gae_values(inp, cfg)
     if cfg.gae_value_mask == "attention":
-        values = values * inp.response_mask.new_tensor(inp.turn_ids >= 0)
+        values = values * (inp.turn_ids >= 0).to(values.dtype)
     elif cfg.gae_value_mask == "attention_shifted":
         attn = (inp.turn_ids >= 0).to(values.dtype)
         shifted = torch.nn.functional.pad(attn[:, :-1], (1, 0), value=1.0)

@@ -33,7 +33,8 @@ def _turn_token_values(per_turn: torch.Tensor, turn_ids: torch.Tensor, action_ma
 @register_estimator(
     "grpo_multiturn",
     label="KG-R1 multi-turn GRPO",
-    formula=r"A_{i,t} = c\,\frac{r_{i,k(t)} - \mu^{T}_{g}}{\sigma^{T}_{g} + \epsilon} + \frac{G_i - \mu^{G}_g}{\sigma^G_g + \epsilon}",
+    formula=r"A_{i,t} = c\,\frac{r_{i,k(t)} - \mu^{T}_{g}}{\sigma^{T}_{g} + \epsilon}"
+    r" + \frac{G_i - \mu^{G}_g}{\sigma^G_g + \epsilon}",
     requires=("turn_rewards", "global_rewards"),
     reference="KG-R1 core_algos.compute_grpo_multiturn_advantage (7538a53)",
 )
@@ -71,7 +72,8 @@ def grpo_multiturn(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "grpo_uniform",
     label="KG-R1 uniform GRPO",
-    formula=r"U_i = \frac{1}{K_i}\sum_k r_{i,k} + G_i,\quad A_i = \frac{U_i - \mathrm{mean}_g(U)}{\mathrm{std}_g(U) + \epsilon}",
+    formula=r"U_i = \frac{1}{K_i}\sum_k r_{i,k} + G_i,"
+    r"\quad A_i = \frac{U_i - \mathrm{mean}_g(U)}{\mathrm{std}_g(U) + \epsilon}",
     requires=("turn_rewards", "global_rewards"),
     reference="KG-R1 core_algos.compute_grpo_uniform_advantage (7538a53)",
 )

@@ -106,15 +106,16 @@ def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "gpg",
     label="GPG (group policy gradient)",
-    formula=r"\alpha = \frac{B}{\max(1, \#\{i: s_i \ne 0\})},\quad A_i = \alpha\,(s_i - \mathrm{mean}_{g(i)}(s))",
-    reference="verl core_algos.compute_gpg_outcome_advantage (Chu et al. 2025); f_norm = 1 as the trainer calls it",
+    formula=r"\alpha = \frac{B}{\max(1, \#\{i: s_i \ne 0\})},\quad A_i = \frac{\alpha\,(s_i - \mathrm{mean}_{g(i)}(s))}"
+    r"{f_\text{norm}}",
+    reference="verl core_algos.compute_gpg_outcome_advantage (Chu et al. 2025); the trainer passes f_norm = 1",
 )
 def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     B = scores.numel()
     alpha = B / max(1, int((scores != 0).sum()))
     st = group_stats(scores, inp.group_ids)
-    a = alpha * (scores - st.mean)
+    a = alpha * (scores - st.mean) / cfg.gpg_f_norm
     ex = {"scores": scores, "group_mean": st.mean, "group_size": st.size, "alpha": torch.full_like(scores, alpha)}
     return _broadcast(a, inp.response_mask, ex)
 
@@ -132,7 +133,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
     if bool((st.size < 2).any()):
         i = int((st.size < 2).nonzero()[0])
         raise ValueError(f"grpo_passk needs groups of at least 2 rollouts; row {i} is alone in its group")
-    idx, G = st.index, int(st.index.max()) + 1
+    idx = st.index
     B = scores.numel()
     # top-1 per group: largest score, first row on ties (torch.topk picks one; a tie gives r1 − r2 = 0 anyway)
     order = torch.argsort(scores, descending=True, stable=True)
@@ -153,7 +154,8 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "reinforce_plus_plus_baseline",
     label="REINFORCE++ with group baseline",
-    formula=r"c_i = s_i - \mathrm{mean}_{g(i)}(s),\quad A = \mathrm{whiten}_{\text{batch, token-weighted}}(c_i\, m_{i,t})",
+    formula=r"c_i = s_i - \mathrm{mean}_{g(i)}(s),"
+    r"\quad A = \mathrm{whiten}_{\text{batch, token-weighted}}(c_i\, m_{i,t})",
     reference="verl core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage (Hu 2025); "
     "rLLM scope: population std of centred trajectory rewards",
 )

@@ -2,8 +2,9 @@
 
 REINFORCE++ (Hu 2025): G_t = r_t + γ G_next over valid tokens, advantages = masked_whiten(G, m) · m.
 Holes, per ``cfg.reinforce_hole_mode``: ``carry`` (verl ≥ PR #7278/#7300: the return flows through a tool block,
-γ applied once per valid token, rewards on holes dropped, G = 0 at holes) or ``reset`` (older verl: the running
-return is zeroed at every hole, so tokens before a tool call never see the outcome reward).
+γ applied once per valid token, rewards on holes dropped, G = 0 at holes) or ``reset`` (older verl's loop
+G_t = r_t + γ·m_{t+1}·G_{t+1}: the running return is zeroed after every hole, so tokens before a tool call never
+see the outcome reward, and a hole's own reward is counted at the hole).
 ReMax (Li et al. 2023): G = reverse cumsum of r·m (γ = 1), A = G − b_i·m with b_i the greedy rollout's score.
 """
 
@@ -17,24 +18,25 @@ from engine.scan import Compaction, discounted_reverse_cumsum, next_hole_distanc
 
 
 def reinforce_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_mode: str) -> torch.Tensor:
-    """Discounted returns on valid tokens, 0 on holes and padding. (B, T)."""
+    """REINFORCE++ returns (B, T). carry: discounted over valid tokens, 0 on holes and padding. reset: exactly
+    what older verl's loop leaves at every position, G_t = Σ_{k=t}^{e−1} γ^(k−t) r_k with e the first hole
+    after t (holes included: a hole reports its own reward plus the valid run that follows it)."""
     if hole_mode == "carry":
         cm = Compaction(mask)
         return cm.expand_next_valid(discounted_reverse_cumsum(cm.compact(rewards), gamma)) * mask
-    # reset: each run of valid tokens between holes is its own episode
-    r = (rewards * mask).double()
-    full = discounted_reverse_cumsum(r, gamma)
-    d = next_hole_distance(mask)  # distance to the first hole at or after t
+    full = discounted_reverse_cumsum(rewards.double(), gamma)  # (B, T) Σ_{k≥t} γ^(k−t) r_k, no reset
+    span = 1 + torch.nn.functional.pad(next_hole_distance(mask)[:, 1:], (0, 1))  # e − t: first hole after t
     T = mask.shape[-1]
-    beyond = torch.gather(torch.nn.functional.pad(full, (0, 1)), 1, (torch.arange(T, device=mask.device) + d))
-    seg = full - (gamma ** d.double()) * beyond
-    return (seg * mask).to(rewards.dtype)
+    e = torch.arange(T, device=mask.device) + span  # (B, T), ≤ T
+    beyond = torch.gather(torch.nn.functional.pad(full, (0, 1)), 1, e)  # the sum from e on, 0 past the end
+    return (full - (gamma ** span.double()) * beyond).to(rewards.dtype)
 
 
 @register_estimator(
     "reinforce_plus_plus",
     label="REINFORCE++",
-    formula=r"G_t = \sum_{k \ge t,\ m_k=1} \gamma^{\#\text{valid}(t,k)} r_k,\quad A = \mathrm{whiten}_{\text{batch}}(G)\cdot m",
+    formula=r"G_t = \sum_{k \ge t,\ m_k=1} \gamma^{\#\text{valid}(t,k)} r_k,"
+    r"\quad A = \mathrm{whiten}_{\text{batch}}(G)\cdot m",
     kind="token",
     reference="verl core_algos.compute_reinforce_plus_plus_outcome_advantage (1dda039b; holes PR #7278/#7300)",
 )

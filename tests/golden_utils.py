@@ -1,0 +1,99 @@
+"""Helpers for the golden tests: find ``shared/golden``, turn its JSON into tensors, compare at 1e-5.
+
+Each golden file holds ``cases`` = [{name, params, inputs, outputs, note?}], produced by calling the reference
+trainers' own functions (see ``shared/SPEC.md`` §0). Non-finite numbers are the strings "nan"/"inf"/"-inf";
+``outputs.error`` means the reference raised, and the engine must raise too.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine import CreditConfig, TrajectoryBatch, compute_credit
+from engine.registry import EstimatorInput, get_estimator
+
+ATOL = RTOL = 1e-5
+# What the engine raises where a reference raised (verl raises ValueError or NotImplementedError).
+REFERENCE_ERRORS = (ValueError, NotImplementedError)
+
+
+def _shared_dir() -> Path:
+    beside_repo = Path(__file__).resolve().parents[2] / "shared"  # CI clones the repo with shared/ beside it
+    return beside_repo if beside_repo.is_dir() else Path("/work/shared")
+
+
+GOLDEN_DIR = _shared_dir() / "golden"
+
+
+@cache
+def load_golden(filename: str) -> dict:
+    path = GOLDEN_DIR / filename
+    if not path.is_file():
+        pytest.skip(f"golden file {path} not found (shared/ must sit beside the repository)")
+    return json.loads(path.read_text())
+
+
+def golden_cases(filename: str, where=None) -> list:
+    """One ``pytest.param`` per case (test id = the case name); ``where(case)`` filters."""
+    if not (GOLDEN_DIR / filename).is_file():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{GOLDEN_DIR / filename} not found"))]
+    cases = load_golden(filename)["cases"]
+    return [pytest.param(c, id=c["name"]) for c in cases if where is None or where(c)]
+
+
+def is_error(case: dict) -> bool:
+    return "error" in case["outputs"]
+
+
+def _decode(x):
+    if isinstance(x, str):
+        return float(x)  # "nan", "inf", "-inf"
+    if isinstance(x, list):
+        return [_decode(v) for v in x]
+    return x
+
+
+def tensor(x, dtype=torch.float32) -> torch.Tensor:
+    if isinstance(x, torch.Tensor):
+        return x.to(dtype)
+    return torch.tensor(_decode(x), dtype=dtype)
+
+
+def assert_golden(actual: torch.Tensor, expected, mask: torch.Tensor | None = None, what: str = "") -> None:
+    """``actual`` equals the golden ``expected`` to atol = rtol = 1e-5 (NaN == NaN), on ``mask == 1`` only when a
+    mask is given (SPEC §5.6: values the loss never sees are arbitrary unless the engine means to match them)."""
+    exp = expected if isinstance(expected, torch.Tensor) else tensor(expected)
+    act = torch.as_tensor(actual, dtype=torch.float32).detach().cpu()
+    assert act.shape == exp.shape, f"{what}: shape {list(act.shape)} != golden {list(exp.shape)}"
+    if mask is not None:
+        keep = mask.bool()
+        act, exp = act[keep], exp[keep]
+    torch.testing.assert_close(act, exp, atol=ATOL, rtol=RTOL, equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+
+def run_estimator(name: str, cfg: CreditConfig, **fields):
+    """Call a registered estimator directly (layer a): ``fields`` fill an ``EstimatorInput``."""
+    rewards = fields["token_level_rewards"]
+    B, T = rewards.shape
+    fields.setdefault("group_ids", torch.arange(B))
+    fields.setdefault("action_mask", fields["response_mask"])
+    fields.setdefault("turn_ids", torch.where(fields["response_mask"] > 0, 0, -1))
+    return get_estimator(name).fn(EstimatorInput(**fields), cfg)
+
+
+def credit_from_verl(inputs: dict, cfg: CreditConfig, mask_key: str = "response_mask", **extra):
+    """compute_credit (layer b) on a verl-style case: token_level_rewards as the run's token scores (placement
+    as_given), the case's mask as verl's response_mask, ``index`` as the prompt groups."""
+    kw = {
+        "token_level_rewards": tensor(inputs["token_level_rewards"]),
+        "response_mask": tensor(inputs[mask_key]),
+    }
+    if "index" in inputs:
+        kw["index"] = torch.tensor(inputs["index"])
+    kw.update(extra)
+    return compute_credit(TrajectoryBatch.from_tensors(**kw), cfg, device="cpu")
