@@ -38,8 +38,9 @@ def agg_weights(
             raise ValueError("token-mean with dp_size > 1 needs batch_num_tokens (the global token count)")
         if mode.startswith("seq-mean") and global_batch_size is None:
             raise ValueError(f"{mode} with dp_size > 1 needs global_batch_size (the global sequence count)")
-    N = batch_num_tokens if batch_num_tokens is not None else m.sum()
-    G = global_batch_size if global_batch_size is not None else (n > 0).sum()
+    # An empty loss mask (every row rejected) trains nothing: its weights are 0, not 0/0.
+    N = batch_num_tokens if batch_num_tokens is not None else m.sum().clamp(min=1)
+    G = global_batch_size if global_batch_size is not None else (n > 0).sum().clamp(min=1)
     if mode == "token-mean":
         w = m / N
     elif mode == "token-sum":

@@ -99,6 +99,8 @@ class CreditResult:
 def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, device=None) -> CreditResult:
     """Run the whole credit pipeline of ``cfg`` on ``batch`` (see the module docstring)."""
     cfg = cfg or CreditConfig()
+    if batch.batch_size == 0 or batch.num_tokens == 0:
+        raise ValueError(f"compute_credit: the batch is empty ({batch.batch_size} trajectories × {batch.num_tokens} tokens)")
     start = time.perf_counter()
     dev = resolve_device(device if device is not None else cfg.device)
     batch = batch.to(dev)

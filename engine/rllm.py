@@ -92,7 +92,9 @@ def broadcast_scalar(last_step_advantages: torch.Tensor, mask_last: torch.Tensor
 def run_broadcast(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
     lay = step_layout(inp)
     B, T = inp.response_mask.shape
-    last_k = (lay.n_steps - 1).clamp(min=0)  # steps are 0..n−1
+    K = lay.steps.shape[1]
+    k_idx = torch.arange(K, device=lay.steps.device)
+    last_k = torch.where(lay.steps, k_idx, torch.full_like(k_idx, -1)).max(-1).values.clamp(min=0)  # last existing step
     on_last = (inp.turn_ids == last_k[:, None]) & inp.response_mask.bool()
     mask_last = inp.response_mask * on_last
     last_tok = lay.last_pos.gather(1, last_k[:, None]).squeeze(1).clamp(min=0)
@@ -104,7 +106,8 @@ def run_broadcast(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
     rewards = rewards * (lay.n_steps > 0)[:, None]
     groups = inp.group_ids
     if cfg.broadcast_group_key == "prompt_and_last_step":
-        groups = dense_group_ids(inp.group_ids)[0] * (T + 1) + last_k
+        # the workflow trainer's uid is "{task}_step{i}" with i the last step's number in rLLM's dense numbering
+        groups = dense_group_ids(inp.group_ids)[0] * (T + 1) + (lay.n_steps - 1).clamp(min=0)
     rows = torch.arange(B, device=inp.group_ids.device)
     out = est.fn(_rows(inp, rows, mask_last, rewards, groups), cfg)
     scalar = broadcast_scalar(out.advantages, mask_last, cfg.broadcast_read)  # (B,)
