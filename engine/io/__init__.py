@@ -1,0 +1,16 @@
+"""Loading side of CreditLens: read rollouts of many trainers into one validated ``Run``.
+
+    from engine.io import load_run
+    res = load_run("sample_runs/kgqa_multiturn")        # format detected from content
+    batch = res.run.to_batch()                           # engine.batch.TrajectoryBatch, padded [B, T]
+    for p in res.problems: print(p)                      # bad records, never silently dropped
+
+Formats: see ``engine.io.adapters`` and ``docs/FORMAT.md``.
+"""
+
+from engine.io.load import LoadResult, load_run, save_run
+from engine.io.model import Segment, Trajectory
+from engine.io.problems import Problem
+from engine.io.run import Run
+
+__all__ = ["LoadResult", "Problem", "Run", "Segment", "Trajectory", "load_run", "save_run"]

@@ -1,0 +1,72 @@
+"""Input formats. Each adapter turns one file into ``(line, field_prefix, Trajectory)`` items and reports bad
+records to the load context; detection (``engine.io.detect``) asks each adapter's ``sniff`` in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.io.adapters import native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.context import LoadContext
+from engine.io.model import Trajectory
+
+Reader = Callable[[Path, LoadContext], Iterator[tuple[int | None, str, Trajectory]]]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list."""
+
+    name: str
+    summary: str
+    read: Reader
+    sniff: Callable[[object], bool] | None = None
+    sniff_columns: Callable[[list[str]], bool] | None = None
+
+
+ADAPTERS: dict[str, Adapter] = {
+    a.name: a
+    for a in (
+        Adapter(
+            "native",
+            "CreditLens native JSONL/Parquet (schema trajectory.v1)",
+            native.read,
+            native.sniff,
+            native.sniff_columns,
+        ),
+        Adapter("nemo_gym", "NeMo Gym rollouts (Responses-API items)", nemo_gym.read, nemo_gym.sniff),
+        Adapter(
+            "rllm",
+            "rLLM Episode / Trajectory / Step JSON, legacy engine outputs, chat-completion dumps",
+            rllm.read,
+            rllm.sniff,
+        ),
+        Adapter(
+            "verl_rollout",
+            "verl rollout dump JSONL (input, output, score, step, extras)",
+            verl_rollout.read,
+            verl_rollout.sniff,
+        ),
+        Adapter(
+            "tagged_text",
+            "Search-R1 / KG-R1 tagged transcripts with outcome or structured rewards",
+            tagged_text.read,
+            tagged_text.sniff,
+        ),
+        Adapter(
+            "verl_tensors",
+            "verl batch dump (.pt weights_only, .npz, Parquet)",
+            verl_tensors.read,
+            None,
+            verl_tensors.sniff_columns,
+        ),
+    )
+}
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter called ``name``; ``ValueError`` listing the known names otherwise."""
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown format {name!r}; known formats: {', '.join(ADAPTERS)}")
+    return ADAPTERS[name]

@@ -1,0 +1,58 @@
+"""Glue shared by the JSON adapters: iterate records, convert each, turn failures into problems."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+
+from engine.io.chatml import render_prompt
+from engine.io.coerce import as_str, type_name
+from engine.io.context import LoadContext
+from engine.io.model import Trajectory
+from engine.io.problems import RecordError
+from engine.io.records import iter_json_records
+
+Convert = Callable[[object, str], Trajectory | Iterable[Trajectory]]
+
+
+def read_records(path: Path, ctx: LoadContext, convert: Convert) -> Iterator[tuple[int | None, str, Trajectory]]:
+    """Run ``convert(record, default_id)`` over every JSON record; a ``RecordError`` becomes a problem."""
+    stem = Path(path).stem
+    for line, prefix, rec in iter_json_records(str(path), ctx):
+        default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
+        try:
+            out = convert(rec, default_id)
+            trajs = [out] if isinstance(out, Trajectory) else list(out)
+        except RecordError as err:
+            ctx.log.add_error(ctx.file, line, err, prefix)
+            continue
+        for traj in trajs:
+            yield line, prefix, traj
+
+
+def require_mapping(rec: object) -> Mapping:
+    if not isinstance(rec, Mapping):
+        raise RecordError(None, f"expected a JSON object per record, got {type_name(rec)}")
+    return rec
+
+
+def first_key(rec: Mapping, keys: Iterable[str]) -> str | None:
+    """The first of ``keys`` present (and not null) in ``rec``."""
+    return next((k for k in keys if rec.get(k) is not None), None)
+
+
+def prompt_text(value: object, field: str) -> str:
+    """A prompt given as text, or as chat messages (rendered with ChatML)."""
+    if isinstance(value, list):
+        if not all(isinstance(m, Mapping) for m in value):
+            raise RecordError(field, "expected a string or a list of chat messages")
+        return render_prompt(value)
+    return as_str(value, field)
+
+
+TRUNCATION_WORDS = ("TRUNCAT", "LENGTH", "MAX_TOKENS")
+
+
+def truncated_from_reason(reason: object) -> bool:
+    """rLLM / OpenAI style termination reasons that mean "ran into the length limit"."""
+    return isinstance(reason, str) and any(w in reason.upper() for w in TRUNCATION_WORDS)

@@ -1,0 +1,31 @@
+"""Adapter ``native``: our own format, JSONL or Parquet (see ``engine.io.native`` / ``native_parquet``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from engine.io.context import LoadContext
+from engine.io.model import Trajectory
+from engine.io.native import is_header, read_native_jsonl
+from engine.io.native_parquet import is_native_parquet, read_native_parquet
+
+NAME = "native"
+
+
+def sniff(rec: object) -> bool:
+    if is_header(rec):
+        return True
+    return isinstance(rec, Mapping) and isinstance(rec.get("segments"), list)
+
+
+def sniff_columns(names: list[str]) -> bool:
+    return is_native_parquet(names)
+
+
+def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PAR1":
+        return read_native_parquet(path, ctx)
+    return read_native_jsonl(path, ctx)

@@ -1,0 +1,198 @@
+"""Adapter ``verl_tensors``: a verl batch dump (``DataProto.batch`` + ``non_tensor_batch`` as plain arrays).
+
+Files: ``.pt`` read with ``torch.load(weights_only=True)`` (never unpickles code; a dict of tensors, lists and
+strings, optionally nested as ``{"batch": {...}, "non_tensor_batch": {...}}``), ``.npz`` read with
+``allow_pickle=False``, or Parquet with one row per trajectory and list columns.
+
+Keys (verl names): ``responses`` [B, T] (or ``response_ids``); ``attention_mask`` [B, T] or [B, P+T] (the last T
+columns are the response); ``response_mask`` [B, T] (1 = generated; absent -> every attended token is
+generated, as verl assumes); ``prompts`` [B, P]; ``token_level_scores`` (else ``token_level_rewards``),
+``old_log_probs``, ``ref_log_prob``, ``values`` [B, T]; ``uid``/``index`` [B] group ids; ``reward_baselines`` [B];
+optional ``turn_ids`` [B, T] or KG-R1 ``turn_sequence_tensor`` [B, P+T] (only checked: ids on generated tokens
+must not go backwards). Any other 1-D numeric array of length B becomes a global reward component.
+Runs of ``response_mask`` = 1 are model segments, runs of 0 inside the attention mask tool segments.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from engine.io.adapters.generations import mask_segments
+from engine.io.coerce import as_float_array
+from engine.io.context import LoadContext
+from engine.io.fields import prompt_group_id
+from engine.io.model import FLOAT_DTYPE, TOKEN_DTYPE, Trajectory
+from engine.io.problems import RecordError
+
+NAME = "verl_tensors"
+PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
+NOT_REWARDS = frozenset(
+    {
+        "uid",
+        "index",
+        "reward_baselines",
+        "truncated",
+        "step",
+        "prompt_length",
+        "response_length",
+        "trajectory_ids",
+        "ids",
+    }
+)
+
+
+def sniff_columns(names: list[str]) -> bool:
+    return ("responses" in names or "response_ids" in names) and bool({"attention_mask", "response_mask"} & set(names))
+
+
+def _to_numpy(value):
+    try:
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def load_arrays(path: Path) -> dict[str, object]:
+    """name -> array ([B, ...] numpy, or a list of per-row arrays for Parquet); raises ValueError if unreadable."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PAR1":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        out = {}
+        for name in table.column_names:
+            col = table.column(name).to_pylist()
+            out[name] = [np.asarray(v) for v in col] if col and isinstance(col[0], list) else np.asarray(col)
+        return out
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a .pt/.npz zip archive or Parquet file")
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+    if any(n.endswith(".npy") for n in names):
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    import torch
+
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError variants
+        raise ValueError(f"{path}: cannot load safely with torch.load(weights_only=True): {e}") from None
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
+    flat: dict[str, object] = {}
+    for key, value in obj.items():
+        if key in ("batch", "non_tensor_batch") and isinstance(value, Mapping):
+            flat.update({k: _to_numpy(v) for k, v in value.items()})
+        elif key != "meta_info":
+            flat[key] = _to_numpy(value)
+    return flat
+
+
+def _row(data: dict, name: str, b: int):
+    value = data.get(name)
+    return None if value is None else np.asarray(value[b])
+
+
+def _check_shapes(data: dict, B: int, ctx: LoadContext) -> None:
+    """Drop (with a problem) any per-token field whose row length disagrees with ``responses``."""
+    ref = data["responses"]
+    for name in ("response_mask", "token_level_scores", "token_level_rewards", *PER_TOKEN):
+        value = data.get(name)
+        if value is None:
+            continue
+        bad = len(value) != B or any(len(np.asarray(value[b])) != len(np.asarray(ref[b])) for b in range(B))
+        if bad:
+            ctx.problem(None, name, f"shape does not match responses ({B} rows); field ignored")
+            del data[name]
+
+
+def _group_ids(data: dict, B: int) -> list[str | None]:
+    for key in ("uid", "index"):
+        if data.get(key) is not None and len(data[key]) == B:
+            return [str(x) for x in np.asarray(data[key]).tolist()]
+    return [None] * B
+
+
+def _globals(data: dict, B: int) -> dict[str, np.ndarray]:
+    out = {}
+    for key, value in data.items():
+        arr = np.asarray(value) if not isinstance(value, list) else None
+        if key in NOT_REWARDS or arr is None or arr.ndim != 1 or len(arr) != B or arr.dtype.kind not in "biuf":
+            continue
+        out[key] = arr.astype(np.float64)
+    return out
+
+
+def _turns_go_backwards(turns: np.ndarray) -> bool:
+    t = turns[turns >= 0]
+    return bool(t.size > 1 and (np.diff(t) < 0).any())
+
+
+def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str) -> Trajectory:
+    ids = _row(data, "responses", b).astype(TOKEN_DTYPE)
+    T = len(ids)
+    attn = _row(data, "attention_mask", b)
+    resp_attn = attn[-T:] if attn is not None else np.ones(T)
+    valid = resp_attn > 0
+    generated = _row(data, "response_mask", b)
+    generated = (generated > 0) if generated is not None else valid
+    per_token = {}
+    for src, dst in PER_TOKEN.items():
+        value = _row(data, src, b)
+        if value is not None:
+            per_token[dst] = as_float_array(value.astype(FLOAT_DTYPE), src)[valid]
+    scores = _row(data, "token_level_scores", b)
+    scores = scores if scores is not None else _row(data, "token_level_rewards", b)
+    if scores is not None:
+        per_token["scores"] = as_float_array(scores.astype(FLOAT_DTYPE), "token_level_scores")[valid]
+    for key in ("turn_ids", "turn_sequence_tensor"):
+        turns = _row(data, key, b)
+        if turns is not None and _turns_go_backwards(turns[-T:][valid & generated]):
+            raise RecordError(key, "turn ids go backwards")
+    prompt_ids = _row(data, "prompts", b)
+    if prompt_ids is not None:
+        prompt_ids = prompt_ids.astype(TOKEN_DTYPE)
+        if attn is not None and len(attn) > T:
+            prompt_ids = prompt_ids[attn[: len(attn) - T][-len(prompt_ids) :] > 0]
+    metadata: dict = {}
+    if data.get("reward_baselines") is not None:
+        metadata["reward_baseline"] = float(np.asarray(data["reward_baselines"])[b])
+    if data.get("truncated") is not None:
+        metadata["truncated"] = bool(np.asarray(data["truncated"])[b])
+    return Trajectory(
+        id=f"{stem}/row-{b}",
+        group_id=group or (prompt_group_id(prompt_ids.tolist()) if prompt_ids is not None else f"{stem}/row-{b}"),
+        prompt=None if prompt_ids is not None else "",
+        segments=mask_segments(ids[valid], generated[valid], other_role="tool", **per_token),
+        global_rewards={k: float(v[b]) for k, v in rewards.items()},
+        metadata=metadata,
+        prompt_token_ids=prompt_ids,
+    )
+
+
+def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
+    """Yield one trajectory per batch row; a bad row becomes a problem ``row[b].<field>``."""
+    data = load_arrays(path)
+    if "responses" not in data and "response_ids" in data:
+        data["responses"] = data.pop("response_ids")
+    if "responses" not in data:
+        raise ValueError(f"{path}: a verl tensor dump needs 'responses'; found {sorted(data)}")
+    B = len(data["responses"])
+    _check_shapes(data, B, ctx)
+    groups, rewards = _group_ids(data, B), _globals(data, B)
+    for b in range(B):
+        try:
+            yield None, f"row[{b}].", _trajectory(data, b, groups[b], rewards, Path(path).stem)
+        except RecordError as err:
+            ctx.log.add_error(ctx.file, None, err, f"row[{b}].")
+        if b % 256 == 0:
+            ctx.progress(b / max(B, 1), f"reading {Path(path).name}: row {b:,} of {B:,}")

@@ -1,0 +1,133 @@
+"""Run -> ``TrajectoryBatch``: pad B trajectories to T response tokens and stack every named tensor.
+
+Shapes: token_ids, attention_mask, action_mask, turn_ids [B, T] (padding: 0, 0, 0, -1); old_log_probs,
+ref_log_probs, values, token_scores [B, T] or None; turn_rewards [B, K, C_turn] + turn_mask [B, K];
+global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B].
+
+Optional per-token tensors follow "all or nothing": present only if every trajectory has them (every model
+segment carries the array; tool segments without one count as 0). ``token_scores`` is the exception: present
+if any trajectory has scores, zeros elsewhere. Reward components are the union of names in first-seen order;
+a missing component is 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from engine.batch import TrajectoryBatch, factorize
+from engine.io.layout import has_per_token, per_token, token_layout
+from engine.io.model import Trajectory
+from engine.io.problems import Problem
+
+BATCH_FIELDS = {"log_probs": "old_log_probs", "ref_log_probs": "ref_log_probs", "values": "values"}
+
+
+def _names(dicts: Sequence[dict[str, float]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for d in dicts:
+        for k in d:
+            seen.setdefault(k, None)
+    return list(seen)
+
+
+def _stack_rewards(trajs: Sequence[Trajectory]):
+    """turn_rewards [B, K, C], turn_mask [B, K], names; global_rewards [B, C], names (None when nobody has any)."""
+    B = len(trajs)
+    turn_names = _names([d for t in trajs for d in t.turn_rewards])
+    K = max((len(t.turn_rewards) for t in trajs), default=0)
+    turn = mask = None
+    if K:
+        col = {n: c for c, n in enumerate(turn_names)}
+        turn = np.zeros((B, K, len(turn_names)), dtype=np.float32)
+        mask = np.zeros((B, K), dtype=np.float32)
+        for b, t in enumerate(trajs):
+            mask[b, : len(t.turn_rewards)] = 1
+            for k, comps in enumerate(t.turn_rewards):
+                for n, v in comps.items():
+                    turn[b, k, col[n]] = v
+    global_names = _names([t.global_rewards for t in trajs])
+    glob = None
+    if global_names:
+        col = {n: c for c, n in enumerate(global_names)}
+        glob = np.zeros((B, len(global_names)), dtype=np.float32)
+        for b, t in enumerate(trajs):
+            for n, v in t.global_rewards.items():
+                glob[b, col[n]] = v
+    return turn, mask, tuple(turn_names), glob, tuple(global_names)
+
+
+def missing_field_problems(trajs: Sequence[Trajectory], file: str) -> list[Problem]:
+    """A Problem for each trajectory lacking old/ref log-probs or values while some other trajectory has them."""
+    out = []
+    for name, batch_name in BATCH_FIELDS.items():
+        have = [has_per_token(t, name) for t in trajs]
+        if any(have) and not all(have):
+            out += [
+                Problem(
+                    file,
+                    None,
+                    f"{t.id}.{name}",
+                    f"missing while other trajectories have it; {batch_name} is left out of the batch",
+                )
+                for t, h in zip(trajs, have, strict=True)
+                if not h
+            ]
+    return out
+
+
+def build_batch(trajs: Sequence[Trajectory], device: torch.device | str | None = None) -> TrajectoryBatch:
+    """Pad and stack ``trajs`` into one validated ``TrajectoryBatch`` (see the module docstring)."""
+    if not trajs:
+        raise ValueError("to_batch: the run has no trajectories (every record was rejected; see the load problems)")
+    layouts = [token_layout(t) for t in trajs]
+    B, T = len(trajs), max((len(lay.token_ids) for lay in layouts), default=0)
+    token_ids = np.zeros((B, T), dtype=np.int64)
+    attention = np.zeros((B, T), dtype=np.float32)
+    action = np.zeros((B, T), dtype=np.float32)
+    turn_ids = np.full((B, T), -1, dtype=np.int64)
+    for b, lay in enumerate(layouts):
+        n = len(lay.token_ids)
+        token_ids[b, :n] = lay.token_ids
+        attention[b, :n] = 1
+        action[b, :n] = lay.action
+        turn_ids[b, :n] = lay.turn_ids
+    optional: dict[str, torch.Tensor | None] = {}
+    for name, batch_name in BATCH_FIELDS.items():
+        optional[batch_name] = _pad_field(trajs, name, B, T) if all(has_per_token(t, name) for t in trajs) else None
+    optional["token_scores"] = _pad_field(trajs, "scores", B, T) if any(has_scores(t) for t in trajs) else None
+    turn, mask, turn_names, glob, global_names = _stack_rewards(trajs)
+    baselines = [t.metadata.get("reward_baseline") for t in trajs]
+    batch = TrajectoryBatch(
+        token_ids=torch.from_numpy(token_ids),
+        attention_mask=torch.from_numpy(attention),
+        action_mask=torch.from_numpy(action),
+        turn_ids=torch.from_numpy(turn_ids),
+        group_ids=factorize([t.group_id for t in trajs]),
+        reward_baselines=torch.tensor(baselines, dtype=torch.float32)
+        if all(isinstance(x, (int, float)) for x in baselines)
+        else None,
+        turn_rewards=None if turn is None else torch.from_numpy(turn),
+        turn_mask=None if mask is None else torch.from_numpy(mask),
+        turn_reward_names=turn_names,
+        global_rewards=None if glob is None else torch.from_numpy(glob),
+        global_reward_names=global_names,
+        truncated=torch.tensor([t.truncated for t in trajs], dtype=torch.bool),
+        trajectory_ids=tuple(t.id for t in trajs),
+        **optional,
+    )
+    return batch if device is None else batch.to(device)
+
+
+def has_scores(traj: Trajectory) -> bool:
+    return any(s.scores is not None for s in traj.segments)
+
+
+def _pad_field(trajs: Sequence[Trajectory], name: str, B: int, T: int) -> torch.Tensor:
+    out = np.zeros((B, T), dtype=np.float32)
+    for b, t in enumerate(trajs):
+        values = per_token(t, name)
+        out[b, : len(values)] = values
+    return torch.from_numpy(out)

@@ -1,0 +1,110 @@
+"""Type checks for values read from untrusted records; each failure is a ``RecordError`` naming the field.
+
+Used by every adapter so that "wrong type", "NaN reward" and "array of the wrong length" read the same way
+whatever the input format.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from engine.io.model import FLOAT_DTYPE, TOKEN_DTYPE
+from engine.io.problems import RecordError
+
+
+def type_name(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def as_str(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise RecordError(field, f"expected a string, got {type_name(value)}")
+    return value
+
+
+def as_float(value: object, field: str) -> float:
+    """A finite float; bools count as 0/1 (reward components such as ``accuracy: true``)."""
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)) or isinstance(value, complex):
+        raise RecordError(field, f"expected a number, got {_describe(value)}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise RecordError(field, f"non-finite value {out}")
+    return out
+
+
+def is_number(value: object) -> bool:
+    """Plain JSON number or bool (the kinds of value a reward component can be)."""
+    return isinstance(value, (bool, int, float))
+
+
+def as_reward_dict(value: object, field: str) -> dict[str, float]:
+    """``{name: finite float}``; names must be strings."""
+    if not isinstance(value, Mapping):
+        raise RecordError(field, f"expected an object of named reward components, got {type_name(value)}")
+    return {as_str(k, field): as_float(v, f"{field}.{k}") for k, v in value.items()}
+
+
+def as_token_ids(value: object, field: str) -> np.ndarray:
+    """[n] int32 token ids from a list (or array) of non-negative integers."""
+    arr = _as_array(value, field)
+    if arr.size and arr.dtype.kind not in "iu":
+        if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all():
+            arr = arr.astype(np.int64)
+        else:
+            raise RecordError(field, f"expected integer token ids, got {arr.dtype.name} values")
+    if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(TOKEN_DTYPE).max):
+        raise RecordError(field, f"token id out of range: {int(arr.min())}..{int(arr.max())}")
+    return arr.astype(TOKEN_DTYPE, copy=False)
+
+
+def all_finite(arr: np.ndarray) -> bool:
+    """True if no NaN/inf in ``arr``: one float64 sum (NaN/inf propagate), the exact check only if that fails."""
+    return bool(np.isfinite(arr.sum(dtype=np.float64))) or bool(np.isfinite(arr).all())
+
+
+def as_float_array(value: object, field: str, allow_nonfinite: bool = False) -> np.ndarray:
+    """[n] float32 array of finite numbers."""
+    arr = _as_array(value, field)
+    if arr.size and arr.dtype.kind not in "iuf":
+        raise RecordError(field, f"expected numbers, got {arr.dtype.name} values")
+    out = arr.astype(FLOAT_DTYPE, copy=False)
+    if not allow_nonfinite and out.size and not all_finite(out):
+        i = int(np.flatnonzero(~np.isfinite(out))[0])
+        raise RecordError(field, f"non-finite value {float(out[i])} at token {i}")
+    return out
+
+
+def _as_array(value: object, field: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise RecordError(field, f"expected a flat list, got shape {list(value.shape)}")
+        return value
+    if not isinstance(value, (list, tuple)):
+        raise RecordError(field, f"expected a list, got {type_name(value)}")
+    if not value:
+        return np.zeros(0, dtype=FLOAT_DTYPE)
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:
+        raise RecordError(field, f"expected a flat list of numbers ({e})") from None
+    if arr.ndim != 1 or arr.dtype.kind not in "biuf":
+        bad = next((v for v in value if isinstance(v, bool) or not isinstance(v, (int, float))), None)
+        raise RecordError(field, f"expected a flat list of numbers, found {_describe(bad)}")
+    if arr.dtype.kind == "b":
+        raise RecordError(field, "expected numbers, got booleans")
+    return arr
+
+
+def _describe(value: object) -> str:
+    """``str 'yes'``, ``null``, ``list [1, 2]``: the type and a short repr for error messages."""
+    return "null" if value is None else f"{type_name(value)} {_short(value)}"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,56 @@
+"""Format detection by content (never by file name alone); ``load_run(fmt=...)`` overrides it.
+
+Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
+dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
+``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
+"""
+
+from __future__ import annotations
+
+import itertools
+import zipfile
+from pathlib import Path
+
+from engine.io.adapters import ADAPTERS
+from engine.io.context import LoadContext
+from engine.io.problems import ProblemLog
+from engine.io.records import iter_json_records
+
+SNIFF_RECORDS = 5
+
+
+def parquet_columns(path: Path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return list(pq.ParquetFile(path).schema_arrow.names)
+
+
+def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
+    """Name of the adapter that reads ``path``; ``ValueError`` with the reason if none does."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PAR1":
+        cols = parquet_columns(path)
+        for a in ADAPTERS.values():
+            if a.sniff_columns is not None and a.sniff_columns(cols):
+                return a.name
+        raise ValueError(f"cannot detect the format of {path}: Parquet columns {cols[:12]} match no known format")
+    if zipfile.is_zipfile(path):
+        return "verl_tensors"
+    ctx = LoadContext(file=str(path), log=ProblemLog())
+    if max_bytes:
+        ctx.max_bytes = max_bytes
+    records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    for rec in records:
+        for a in ADAPTERS.values():
+            if a.sniff is not None and a.sniff(rec):
+                return a.name
+    if not records:
+        why = str(ctx.log.problems[0]) if ctx.log.problems else "no JSON records found"
+        raise ValueError(f"cannot detect the format of {path}: {why}. Known formats: {', '.join(ADAPTERS)}")
+    keys = sorted(records[0])[:12] if isinstance(records[0], dict) else type(records[0]).__name__
+    raise ValueError(
+        f"cannot detect the format of {path}: first record ({keys}) matches no known format; "
+        f"pass fmt= one of {', '.join(ADAPTERS)}"
+    )

