@@ -47,7 +47,7 @@ def token_table(
         "loss_mask": [bool(v) for v in col(result.loss_mask)],
     }
     if token_texts is not None:
-        data["text"] = [token_texts[i][p] for i, p in zip(rows.tolist(), pos.tolist())]
+        data["text"] = [token_texts[i][p] for i, p in zip(rows.tolist(), pos.tolist(), strict=True)]
     values = {
         "token_score": result.token_level_scores,
         "kl": result.kl,
