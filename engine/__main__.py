@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from engine.cli_compute import add_compute_parser
+from engine.perf import tune_allocator
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    tune_allocator()
     try:
         return int(args.handler(args) or 0)
     except (ValueError, FileNotFoundError, NotImplementedError) as err:  # bad input or scheme: say what, no trace

@@ -28,6 +28,7 @@ import torch
 from engine import CreditConfig, TrajectoryBatch, compute_credit, list_estimators, resolve_device
 from engine.estimators.gae import compute_gae_advantage_return
 from engine.estimators.returns import reinforce_plus_plus
+from engine.perf import tune_allocator
 from engine.reference_loops import gae_loop, grpo_loop, reinforce_pp_loop, rloo_loop
 from engine.registry import EstimatorInput, get_estimator
 
@@ -276,11 +277,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--repeats", type=int, default=None, help="timed repeats of each engine call (default 5; quick 1)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: every core)")
+    p.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc's allocator as it is (default: engine.perf.tune_allocator, as the CLI and dashboard do)",
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.tuned = False if args.default_allocator else tune_allocator()
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     try:
@@ -310,6 +317,7 @@ def run(args: argparse.Namespace) -> None:
     load = ", load average {:.2f} / {:.2f} / {:.2f}".format(*os.getloadavg()) if hasattr(os, "getloadavg") else ""
     print(f"CreditLens engine benchmark: device {device}, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"timing: {mode}{load} on {os.cpu_count()} cores")
+    print(f"allocator: {'tuned (engine.perf.tune_allocator)' if getattr(args, 'tuned', False) else 'glibc default'}")
     print(format_table(rows, checked=not args.quick))
 
 

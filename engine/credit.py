@@ -23,10 +23,10 @@ from engine.kl import apply_kl_penalty, kl_penalty
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
 from engine.shaping import (
+    per_turn_sums,
     place_rewards,
     resolve_placement,
     turn_score,
-    turn_token_counts,
     weighted_global_reward,
     weighted_turn_rewards,
 )
@@ -176,14 +176,10 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
     advantages = out.advantages
     st = group_stats(scores, batch.group_ids, ddof=cfg.std_ddof)
 
-    K = turn_r.shape[1] if turn_r is not None else int(batch.turn_ids.max().item()) + 1
-    K = max(K, 1)
-    turn_idx = batch.turn_ids.clamp(min=0, max=K - 1)
-    inside = ((batch.turn_ids >= 0) & (batch.turn_ids < K)).to(advantages.dtype)
-    turn_adv = torch.zeros(batch.batch_size, K, dtype=advantages.dtype, device=dev).scatter_add_(
-        1, turn_idx, torch.where(loss_mask.bool(), advantages, torch.zeros_like(advantages)) * inside
-    )
-    turn_rw = turn_r if turn_r is not None else torch.zeros_like(turn_adv).scatter_add_(1, turn_idx, rewards * inside)
+    K = max(turn_r.shape[1] if turn_r is not None else int(batch.turn_ids.max().item()) + 1, 1)
+    trained_adv = torch.where(loss_mask.bool(), advantages, torch.zeros_like(advantages))
+    turn_sums = per_turn_sums(batch.turn_ids, K, trained_adv, rewards, loss_mask)  # (B, K, 3)
+    turn_rw = turn_r if turn_r is not None else turn_sums[..., 1]
 
     notes = dict(out.notes) | {"placement": placement, "profile": cfg.profile}
     extras = dict(out.extras)
@@ -206,7 +202,7 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         advantage_mask=adv_mask,
         loss_mask=loss_mask,
         agg_weights=w,
-        effective_weights=w * torch.where(loss_mask.bool(), advantages, torch.zeros_like(advantages)),
+        effective_weights=w * trained_adv,
         scores=scores,
         sample_scores=(out.returns * state_mask).sum(-1),
         group_mean=st.mean,
@@ -215,8 +211,8 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         kept=kept,
         verdicts=verdicts,
         turn_rewards=turn_rw,
-        turn_advantage=turn_adv,
-        turn_tokens=turn_token_counts(batch.turn_ids, loss_mask, K),
+        turn_advantage=turn_sums[..., 0],
+        turn_tokens=turn_sums[..., 2],
         extras=extras,
         notes=notes,
         metrics=metrics,

@@ -69,11 +69,22 @@ def resolve_placement(batch: TrajectoryBatch, cfg) -> str:
 
 
 def last_index(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(index of the last 1 in each row, whether the row has any). (B,), (B,)."""
+    """(index of the last 1 in each row, whether the row has any). (B,), (B,).
+
+    Positions are float32 (exact below 2**24) so no [B, T] int64 temporary is made."""
     T = mask.shape[-1]
-    pos = torch.arange(T, device=mask.device).expand_as(mask)
-    last = torch.where(mask.bool(), pos, torch.full_like(pos, -1)).max(-1).values
+    pos1 = torch.arange(1, T + 1, device=mask.device, dtype=torch.float32)  # 1-based so an empty row gives 0
+    last = (mask.to(torch.float32) * pos1).amax(-1).long() - 1
     return last.clamp(min=0), last >= 0
+
+
+def per_turn_sums(turn_ids: torch.Tensor, K: int, *xs: torch.Tensor) -> torch.Tensor:
+    """s[i, k, j] = Σ_{t: turn_ids[i, t] = k} xs[j][i, t] for turns 0..K−1, in one scatter. (B, K, len(xs))."""
+    idx = turn_ids.clamp(min=0, max=max(K - 1, 0))
+    inside = ((turn_ids >= 0) & (turn_ids < K)).unsqueeze(-1)
+    src = torch.where(inside, torch.stack(xs, dim=-1), torch.zeros((), dtype=xs[0].dtype, device=xs[0].device))
+    out = torch.zeros(turn_ids.shape[0], K, len(xs), dtype=src.dtype, device=src.device)
+    return out.scatter_add_(1, idx.unsqueeze(-1).expand_as(src), src)
 
 
 def turn_token_counts(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> torch.Tensor:
