@@ -56,8 +56,13 @@ def token_bytes(tok, ids: Sequence[int] | np.ndarray) -> list[bytes]:
 
 def display_pieces(tok, ids: Sequence[int] | np.ndarray) -> list[str]:
     """Readable text of each token; a split character appears on the token that completes it (see module doc)."""
+    return pieces_from_bytes(token_bytes(tok, ids))
+
+
+def pieces_from_bytes(raw: Sequence[bytes]) -> list[str]:
+    """UTF-8 decode token byte strings incrementally: a split character shows on the token completing it."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    pieces = [decoder.decode(b) for b in token_bytes(tok, ids)]
+    pieces = [decoder.decode(b) for b in raw]
     tail = decoder.decode(b"", final=True)
     if tail and pieces:
         pieces[-1] += tail

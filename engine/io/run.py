@@ -14,9 +14,10 @@ import numpy as np
 import torch
 
 from engine.batch import TrajectoryBatch
-from engine.io.display import display_pieces, piece_offsets
+from engine.io.display import display_pieces, piece_offsets, pieces_from_bytes
 from engine.io.layout import TokenLayout, token_layout
 from engine.io.model import PER_TOKEN_FIELDS, Trajectory
+from engine.io.qwen_vocab import VARIANTS, id_bytes_table
 from engine.io.tokenize import canonical_name, get_tokenizer
 
 
@@ -57,7 +58,12 @@ class Run:
 
     def token_texts(self, i: int) -> list[str]:
         """Readable text of each response token of trajectory ``i`` (pieces join to ``response_text(i)``)."""
-        return display_pieces(get_tokenizer(self.tokenizer), self.layout(i).token_ids)
+        ids = self.layout(i).token_ids
+        canon = canonical_name(self.tokenizer)
+        if canon in VARIANTS:  # built-in vocabulary: decode from the byte table, no tokenizer build
+            table = id_bytes_table(canon)
+            return pieces_from_bytes([table[t] if 0 <= t < len(table) else b"" for t in ids.tolist()])
+        return display_pieces(get_tokenizer(self.tokenizer), ids)
 
     def token_offsets(self, i: int) -> list[tuple[int, int]]:
         """(start, end) of each response token in ``response_text(i)``."""

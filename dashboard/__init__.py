@@ -1,0 +1,1 @@
+"""CreditLens dashboard: Streamlit pages over the ``engine`` (imports run one way: dashboard → engine)."""

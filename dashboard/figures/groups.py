@@ -1,0 +1,86 @@
+"""Group-view figures: every rollout of one prompt, its score against the group mean ± std, its advantage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dashboard.theme import (
+    DIVERGING,
+    GROUP_MEAN_COLOR,
+    VERDICT_COLORS,
+    VERDICT_LABELS,
+    base_layout,
+    diverging_css,
+    symmetric_range,
+)
+from dashboard.tokens_html import escape
+
+
+def _labels(ids: Sequence[str], selected: int) -> list[str]:
+    return [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(ids)]
+
+
+def make_group_scores_figure(
+    ids: Sequence[str], scores: np.ndarray, mean: float, std: float, verdicts: np.ndarray, selected: int
+) -> go.Figure:
+    """Bars = each rollout's score, coloured by its group's rejection-sampling verdict; a line at the group
+    mean and a band of ± one std."""
+    x = _labels(ids, selected)
+    colors = [VERDICT_COLORS.get(int(v), "#777") for v in verdicts]
+    fig = go.Figure(
+        go.Bar(
+            x=x,
+            y=scores,
+            marker_color=colors,
+            marker_line=dict(width=[3 if j == selected else 0 for j in range(len(x))], color="#000"),
+            customdata=[VERDICT_LABELS.get(int(v), "?") for v in verdicts],
+            hovertemplate="%{x}<br>score %{y:.4g}<br>verdict %{customdata}<extra></extra>",
+            name="score",
+        )
+    )
+    fig.add_hrect(y0=mean - std, y1=mean + std, fillcolor="#90a4ae", opacity=0.18, line_width=0)
+    fig.add_hline(y=mean, line=dict(color=GROUP_MEAN_COLOR, width=2, dash="dash"))
+    fig.update_yaxes(title_text="score")
+    return base_layout(fig, height=340, title=f"group mean {mean:.3g} (dashed) ± std {std:.3g} (band)")
+
+
+def make_group_advantage_figure(ids: Sequence[str], adv: np.ndarray, selected: int) -> go.Figure:
+    """Each rollout's trajectory advantage (mean over its loss tokens), on the diverging colour scale."""
+    vmax = symmetric_range(adv, 1.0)
+    colors, _ = diverging_css(adv, vmax)
+    fig = go.Figure(
+        go.Bar(
+            x=_labels(ids, selected),
+            y=adv,
+            marker_color=colors,
+            marker_line=dict(width=1, color="#455a64"),
+            hovertemplate="%{x}<br>advantage %{y:+.4g}<extra></extra>",
+        )
+    )
+    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    fig.update_yaxes(title_text="trajectory advantage")
+    return base_layout(fig, height=320)
+
+
+def make_group_heatmap_figure(ids: Sequence[str], adv: np.ndarray, selected: int) -> go.Figure:
+    """Rows = rollouts, columns = positions, colour = advantage (blank past each rollout's end). adv: [n, T]
+    with NaN padding."""
+    vmax = symmetric_range(adv[np.isfinite(adv)]) if np.isfinite(adv).any() else 1.0
+    fig = go.Figure(
+        go.Heatmap(
+            z=adv,
+            y=_labels(ids, selected),
+            zmid=0,
+            zmin=-vmax,
+            zmax=vmax,
+            colorscale=DIVERGING,
+            hovertemplate="%{y} #%{x}<br>advantage %{z:+.4g}<extra></extra>",
+            colorbar=dict(title=dict(text="advantage", side="right")),
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="token position")
+    return base_layout(fig, height=80 + 34 * len(ids))

@@ -1,0 +1,54 @@
+"""Run-overview figures: reward components and scores as distributions."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from dashboard.theme import SCHEME_COLORS, base_layout
+from dashboard.tokens_html import escape
+
+KIND_COLORS = {"turn": SCHEME_COLORS[0], "global": SCHEME_COLORS[1]}
+
+
+def make_component_histograms_figure(components: pd.DataFrame, cols: int = 3) -> go.Figure:
+    """One histogram per reward component (long table: kind, component, value), turn components in blue,
+    global ones in orange."""
+    keys = list(dict.fromkeys(zip(components["kind"], components["component"], strict=True)))
+    if not keys:
+        return base_layout(go.Figure().add_annotation(text="this run has no reward components", showarrow=False))
+    rows = math.ceil(len(keys) / cols)
+    titles = [f"{kind}: {escape(name)}" for kind, name in keys]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, vertical_spacing=0.16 if rows > 1 else 0.1)
+    for j, (kind, name) in enumerate(keys):
+        v = components.loc[(components["kind"] == kind) & (components["component"] == name), "value"]
+        fig.add_trace(
+            go.Histogram(
+                x=v,
+                marker_color=KIND_COLORS.get(kind, "#777"),
+                name=escape(name),
+                showlegend=False,
+                nbinsx=20,
+                hovertemplate="%{x}: %{y} values<extra></extra>",
+            ),
+            row=j // cols + 1,
+            col=j % cols + 1,
+        )
+    fig.update_annotations(font_size=13)
+    return base_layout(fig, height=60 + 210 * rows)
+
+
+def make_distribution_figure(values: np.ndarray, xlabel: str, color: str = SCHEME_COLORS[2]) -> go.Figure:
+    """A histogram of one per-trajectory quantity with its mean marked."""
+    v = np.asarray(values, dtype=float)
+    fig = go.Figure(go.Histogram(x=v, nbinsx=30, marker_color=color, hovertemplate="%{x}: %{y}<extra></extra>"))
+    if v.size:
+        fig.add_vline(x=float(v.mean()), line=dict(color="#333", dash="dash"))
+        xlabel = f"{xlabel} — mean {v.mean():.3g} (dashed)"
+    fig.update_xaxes(title_text=xlabel)
+    fig.update_yaxes(title_text="trajectories")
+    return base_layout(fig, height=280)

@@ -1,0 +1,84 @@
+"""Run analytics: credit on info tokens, length bias per estimator, credit per turn, aggregation weights."""
+
+import streamlit as st
+
+from dashboard import analysis, services, widgets
+from dashboard.figures.analytics import (
+    make_agg_weight_figure,
+    make_info_credit_figure,
+    make_length_bias_figure,
+    make_turn_credit_run_figure,
+)
+from dashboard.state import K
+from engine.config import LOSS_AGG_MODES
+
+ctx = widgets.require_context()
+res = widgets.result_or_stop(ctx)
+batch = services.batch(ctx.handle)
+widgets.heading(
+    "Run analytics", ctx.info.name, "Across the whole run, under the sidebar scheme unless a chart varies one setting."
+)
+
+st.subheader("Credit landing on info / tool tokens")
+masking = services.compute_variants(ctx.handle, ctx.config, "state_masking", (True, False))
+info_df = analysis.info_credit(
+    batch, {("state masking on" if k == "True" else "state masking off"): v for k, v in masking.items()}
+)
+c1, c2 = st.columns([3, 2])
+with c1:
+    widgets.chart(make_info_credit_figure(info_df), "analytics.info", "info_token_credit")
+with c2:
+    st.dataframe(info_df, hide_index=True, width="stretch")
+    st.caption(
+        f"{ctx.info.info_tokens:,} info tokens ({ctx.info.info_share:.1%}). Under state masking they "
+        "leave the loss, so no gradient lands on them (effective weight 0); without it they are trained "
+        "on. Their advantage depends on the profile's advantage mask (action: holes; attention: "
+        "ordinary steps)."
+    )
+
+st.subheader("Length bias: advantage vs response length")
+names = [e.name for e in services.available_estimators(ctx.info)]
+ss = st.session_state
+ss[K.AN_ESTIMATORS] = [n for n in ss[K.AN_ESTIMATORS] if n in names] or names[:3]
+chosen = st.multiselect("Estimators", names, key=K.AN_ESTIMATORS, max_selections=6)
+by_est = services.compute_variants(ctx.handle, ctx.config, "estimator", chosen)
+lb = analysis.length_bias(batch, by_est)
+if lb.empty:
+    st.info("Pick estimators the run supports.")
+else:
+    c1, c2 = st.columns(2)
+    with c1:
+        widgets.chart(make_length_bias_figure(lb, "advantage"), "analytics.length_adv", "length_bias_advantage")
+    with c2:
+        widgets.chart(make_length_bias_figure(lb, "Σ effective weight"), "analytics.length_w", "length_bias_weight")
+    st.dataframe(
+        analysis.slopes(lb, "length", "advantage", "estimator").merge(
+            analysis.slopes(lb, "length", "Σ effective weight", "estimator"),
+            on="estimator",
+            suffixes=(" (advantage)", " (Σ eff. weight)"),
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+
+st.subheader("Credit per turn across the run")
+widgets.chart(
+    make_turn_credit_run_figure(analysis.turn_credit_across_run(batch, res)), "analytics.turns", "turn_credit_run"
+)
+
+st.subheader("Effective gradient weight per aggregation mode")
+by_mode = services.compute_variants(ctx.handle, ctx.config, "loss_agg_mode", LOSS_AGG_MODES)
+agg = analysis.aggregation_weights(batch, by_mode)
+c1, c2 = st.columns(2)
+with c1:
+    widgets.chart(make_agg_weight_figure(agg, "Σ weight"), "analytics.agg_w", "aggregation_weight")
+with c2:
+    widgets.chart(
+        make_agg_weight_figure(agg, "share of |push|", lines=False), "analytics.agg_eff", "aggregation_effective"
+    )
+st.caption(
+    "Left: Σ_t w, the trajectory's weight in the aggregated loss (log scale). token-mean and token-sum grow "
+    "with length; seq-mean-token-mean gives every response the same. Right: the trajectory's share of the "
+    "batch's Σ|w·A|, the gradient push it gets under each mode (modes that differ only by a constant factor "
+    "overlap)."
+)

@@ -1,0 +1,123 @@
+"""Reward designer: reweight reward components, move placement, KL, estimator, γ, λ — the run recomputes live,
+against the sidebar scheme as the baseline."""
+
+import numpy as np
+import streamlit as st
+
+from dashboard import analysis, exports, schemes, services, state, widgets
+from dashboard.figures.compare import make_scheme_rows_figure
+from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
+from dashboard.state import K
+from engine.config import FIELD_HELP, PLACEMENTS
+
+ctx = widgets.require_context()
+ss = st.session_state
+base = ctx.config
+widgets.heading(
+    "Reward designer",
+    ctx.info.name,
+    "Every control recomputes the whole run. Baseline = the sidebar scheme; the designed scheme starts from it.",
+)
+
+
+state.init_designer(base, ctx.info.turn_reward_names, ctx.info.global_reward_names)
+labels = {e.name: e.label for e in services.available_estimators(ctx.info)}
+placements = [p for p in PLACEMENTS if p != "as_given" or ctx.info.has_token_scores]
+if ss[K.DS_ESTIMATOR] not in labels:
+    ss[K.DS_ESTIMATOR] = base.estimator
+if ss[K.DS_PLACEMENT] not in placements:
+    ss[K.DS_PLACEMENT] = base.placement
+
+left, right = st.columns([1, 2], gap="large")
+with left:
+    st.button("Reset to the sidebar scheme", on_click=state.reset_designer)
+    if ctx.info.turn_reward_names:
+        st.markdown("**Turn components** (weight × value, per turn)")
+        for name in ctx.info.turn_reward_names:
+            st.slider(name, 0.0, 2.0, step=0.01, key=state.weight_key("turn", name))
+    if ctx.info.global_reward_names:
+        st.markdown("**Global components** (weight × value, per trajectory)")
+        included = services.global_components_included(ctx.info, base)
+        for name, inc in zip(ctx.info.global_reward_names, included, strict=True):
+            st.slider(
+                name + ("" if inc else " (left out by the profile)"),
+                0.0,
+                2.0,
+                step=0.01,
+                key=state.weight_key("global", name),
+                disabled=not inc,
+                help=None if inc else FIELD_HELP["global_exclude_prefixes"],
+            )
+    if not (ctx.info.turn_reward_names or ctx.info.global_reward_names):
+        st.info("This run has no named reward components; the other controls still apply.")
+    st.markdown("**Scheme**")
+    st.selectbox(
+        "Placement",
+        placements,
+        key=K.DS_PLACEMENT,
+        help=FIELD_HELP["placement"],
+    )
+    st.selectbox("Estimator", list(labels), key=K.DS_ESTIMATOR, format_func=labels.get, help=FIELD_HELP["estimator"])
+    st.slider(
+        "KL coefficient β (0 = no in-reward KL)",
+        0.0,
+        0.5,
+        step=0.005,
+        key=K.DS_KL_COEF,
+        disabled=not ctx.info.has_log_probs,
+        help=FIELD_HELP["kl_coef"],
+    )
+    st.slider("γ", 0.0, 1.0, step=0.01, key=K.DS_GAMMA, help=FIELD_HELP["gamma"])
+    st.slider("λ", 0.0, 1.0, step=0.01, key=K.DS_LAM, help=FIELD_HELP["lam"])
+    st.toggle("Divide by group std", key=K.DS_NORM_STD, help=FIELD_HELP["norm_adv_by_std_in_grpo"])
+    st.toggle("State masking", key=K.DS_MASKING, help=FIELD_HELP["state_masking"])
+
+designed = services.effective_config(
+    ctx.info,
+    state.designer_config(base, ctx.info.turn_reward_names, ctx.info.global_reward_names),
+    base.value_source,
+)
+with right:
+    widgets.result_or_stop(ctx)
+    widgets.result_or_stop(ctx, designed)
+    before = services.trajectory_summary(ctx.handle, base)
+    after = services.trajectory_summary(ctx.handle, designed)
+    changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
+    c = st.columns(3)
+    c[0].metric("Trajectories whose advantage changed", f"{changed} / {len(before)}")
+    c[1].metric("Mean score", f"{after['score'].mean():.4g}", f"{after['score'].mean() - before['score'].mean():+.3g}")
+    c[2].metric("Rows kept", f"{int(after['kept'].sum())}")
+    quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
+    fig = make_before_after_figure(
+        before["id"].tolist(),
+        before["group"].to_numpy(),
+        before[quantity].to_numpy(),
+        after[quantity].to_numpy(),
+        f"trajectory {quantity}",
+    )
+    widgets.chart(fig, "designer.scatter", "designer_before_after")
+    changes = analysis.rank_changes(before, after, quantity)
+    st.markdown(f"**Rank changes by {quantity}** — {int((changes['rank change'] != 0).sum())} trajectories moved")
+    moved = changes[changes["rank change"] != 0]
+    if len(moved):
+        widgets.chart(make_rank_change_figure(changes), "designer.ranks", "designer_rank_changes")
+        st.dataframe(moved, hide_index=True, width="stretch", height=240)
+    st.markdown("**This trajectory, token by token** (advantage, shared scale)")
+    batch = services.batch(ctx.handle)
+    results = [services.compute(ctx.handle, base), services.compute(ctx.handle, designed)]
+    adv = analysis.scheme_advantages(batch, results, ctx.traj)
+    table = services.token_table(ctx.handle, base, ctx.traj)
+    widgets.chart(
+        make_scheme_rows_figure(["baseline", "designed"], adv, table["token"].tolist(), table["turn"].to_numpy()),
+        "designer.rows",
+        "designer_rows",
+    )
+    st.caption(f"Designed scheme code `{schemes.encode(designed)}` (weights are in the JSON)")
+    st.download_button(
+        "⤓ Designed scheme JSON",
+        data=lambda: exports.scheme_json(designed),
+        file_name="designed_scheme.json",
+        mime="application/json",
+        key="designer_export.json",
+        on_click="ignore",
+    )

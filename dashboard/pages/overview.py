@@ -1,0 +1,93 @@
+"""Run overview: sizes, share of info tokens, reward components and scores as distributions, load problems."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import services, widgets
+from dashboard.figures.overview import make_component_histograms_figure, make_distribution_figure
+from dashboard.theme import SCHEME_COLORS, VERDICT_LABELS
+
+ctx = widgets.require_context(allow_empty=True)
+info = ctx.info
+widgets.heading("Run overview", info.name, f"source format: {info.source}")
+
+c = st.columns(6)
+c[0].metric("Trajectories", f"{info.trajectories:,}")
+c[1].metric("Groups", f"{info.groups:,}", help="prompts; rollouts of one prompt share a group")
+c[2].metric(
+    "Turns",
+    f"{info.turns:,}",
+    help=f"{info.turns / max(info.trajectories, 1):.2f} per trajectory; "
+    f"{info.reward_turns:,} turns carry rewards (KG-R1 placeholder turns of finished samples included)",
+)
+c[3].metric("Tokens", f"{info.tokens:,}", help=f"longest trajectory: {info.max_length:,} tokens")
+c[4].metric(
+    "Info / tool tokens",
+    f"{info.info_share:.1%}",
+    help=f"{info.info_tokens:,} tokens the policy did not generate (tool output, templates)",
+)
+c[5].metric("Load problems", len(ctx.handle.problems))
+has = {
+    "critic values": info.has_values,
+    "log-probs (old & ref)": info.has_log_probs,
+    "turn rewards": info.has_turn_rewards,
+    "global rewards": info.has_global_rewards,
+    "token scores": info.has_token_scores,
+    "ReMax baselines": info.has_baselines,
+}
+st.caption(
+    "Run holds: "
+    + (", ".join(k for k, v in has.items() if v) or "nothing optional")
+    + " — lacks: "
+    + (", ".join(k for k, v in has.items() if not v) or "nothing")
+)
+
+problems = ctx.handle.problems
+if ctx.traj < 0:
+    st.error("No usable trajectory: every record had a problem.")
+    st.dataframe(pd.DataFrame([vars(p) for p in problems]), hide_index=True, width="stretch")
+    st.stop()
+
+st.subheader("Reward components")
+components = services.reward_components(ctx.handle)
+if components.empty:
+    st.info("This run has no named reward components (only token scores or none).")
+else:
+    widgets.chart(make_component_histograms_figure(components), "overview.components", "reward_components")
+
+widgets.result_or_stop(ctx)
+summary = services.trajectory_summary(ctx.handle, ctx.config)
+st.subheader("Scores and sizes")
+c1, c2, c3 = st.columns(3)
+with c1:
+    widgets.chart(
+        make_distribution_figure(summary["score"].to_numpy(), "score (Σ token rewards)"), "overview.scores", "scores"
+    )
+with c2:
+    widgets.chart(
+        make_distribution_figure(summary["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),
+        "overview.advantage",
+        "advantages",
+    )
+with c3:
+    widgets.chart(
+        make_distribution_figure(summary["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
+        "overview.lengths",
+        "lengths",
+    )
+verdicts = summary["verdict"].map(VERDICT_LABELS).value_counts()
+st.caption(
+    "Rejection-sampling verdicts (rows): "
+    + " · ".join(f"{k} {v}" for k, v in verdicts.items())
+    + f" · singleton groups' rows {int(summary['singleton'].sum())} · zero-variance groups' rows "
+    f"{int(summary['zero variance'].sum())}"
+)
+
+st.subheader("Problems the loader reported")
+if problems:
+    st.dataframe(pd.DataFrame([vars(p) for p in problems]), hide_index=True, width="stretch")
+else:
+    st.success("None: every record loaded.")
+
+with st.expander("All trajectories"):
+    st.dataframe(summary, hide_index=True, width="stretch")

@@ -1,0 +1,81 @@
+"""Token view: one trajectory as coloured text, a quantities × positions heatmap, and a per-turn table."""
+
+import streamlit as st
+
+from dashboard import services, tokens_html, widgets
+from dashboard.figures.tokens import make_token_heatmap_figure
+from dashboard.state import K
+from dashboard.tables import QUANTITY_HELP
+from dashboard.theme import symmetric_range
+
+ctx = widgets.require_context()
+res = widgets.result_or_stop(ctx)
+table = services.token_table(ctx.handle, ctx.config, ctx.traj)
+summary = services.trajectory_summary(ctx.handle, ctx.config).iloc[ctx.traj]
+widgets.heading(
+    "Token view",
+    summary["id"],
+    f"{ctx.info.name} · group {summary['group']} · {summary['tokens']} tokens · {summary['turns']} turns",
+)
+
+c = st.columns(4)
+c[0].metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}")
+c[1].metric("Trajectory advantage", f"{summary['advantage']:+.3g}", help="mean advantage over its loss tokens")
+c[2].metric("Group mean ± std", f"{summary['group mean']:.3g} ± {summary['group std']:.3g}")
+c[3].metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}")
+
+quantities = [q for q in QUANTITY_HELP if q in table.columns]
+if st.session_state[K.QUANTITY] not in quantities:
+    st.session_state[K.QUANTITY] = "advantage"
+left, right = st.columns([2, 3])
+quantity = left.selectbox(
+    "Colour tokens by", quantities, key=K.QUANTITY, help="\n\n".join(f"**{q}**: {QUANTITY_HELP[q]}" for q in quantities)
+)
+overlays = right.pills(
+    "Overlays",
+    list(tokens_html.OVERLAYS),
+    selection_mode="multi",
+    key=K.OVERLAYS,
+    format_func=lambda o: f"{o} mask",
+    help="\n\n".join(f"**{k}**: {v}" for k, v in tokens_html.OVERLAYS.items()),
+)
+
+n = len(table)
+n_windows = tokens_html.windows(n)
+start, stop = 0, n
+if n_windows > 1:
+    st.session_state[K.WINDOW] = min(max(int(st.session_state[K.WINDOW]), 1), n_windows)
+    w = st.columns([1, 3])[0].number_input(
+        f"Text window (of {n_windows})",
+        min_value=1,
+        max_value=n_windows,
+        key=K.WINDOW,
+        help=f"{tokens_html.MAX_TEXT_TOKENS} tokens per window; the heatmap below shows every token.",
+    )
+    start, stop = (w - 1) * tokens_html.MAX_TEXT_TOKENS, min(w * tokens_html.MAX_TEXT_TOKENS, n)
+
+turns = services.turn_table(ctx.handle, ctx.config, ctx.traj)
+vmax = symmetric_range(table[quantity].to_numpy())
+st.html(tokens_html.legend_html(quantity, vmax, overlays))
+turn_labels = {
+    int(r["turn"]): f"Turn {int(r['turn'])} · reward {r['turn reward']:+.3g} · mean advantage "
+    f"{r['mean advantage (loss tokens)']:+.3g}"
+    for _, r in turns.iterrows()
+}
+with st.container(height=520 if stop - start > 250 else "content", border=True):
+    st.html(tokens_html.token_html(table, quantity, vmax, overlays, (start, stop), turn_labels))
+
+st.subheader("Every token, every quantity")
+st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]
+rows = st.multiselect("Heatmap rows", quantities, key=K.HEAT_ROWS)
+widgets.chart(make_token_heatmap_figure(table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
+
+st.subheader("Per turn")
+st.dataframe(turns, hide_index=True, width="stretch")
+
+with st.expander("Prompt and metadata"):
+    st.html(tokens_html.text_block(ctx.handle.run.prompt_text(ctx.traj)))
+    st.json(ctx.handle.run.trajectories[ctx.traj].metadata, expanded=False)
+
+st.caption("Token table (this trajectory, this scheme)")
+widgets.table_downloads(table, "tokens.table", f"{ctx.info.name}_{summary['id']}_tokens")

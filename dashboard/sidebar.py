@@ -1,0 +1,246 @@
+"""The shared sidebar: which run, which trajectory, which credit scheme; and what the engine did."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import exports, schemes, services, sources, state
+from dashboard.sources import DEFAULT_SAMPLE, RunRef
+from dashboard.state import K, cfg_key
+from dashboard.tables import RunInfo
+from dashboard.widgets import Context
+from engine.config import FIELD_HELP, LOSS_AGG_MODES, PLACEMENTS, PROFILE_HELP, PROFILES, STEPWISE_MODES
+from engine.kl import KL_NAMES
+
+KL_PENALTIES = (*KL_NAMES, "k1+", "low_var_kl+")  # '+' = value of the estimator, gradient of k2 (verl ≥ #6058)
+UPLOADS_KEPT = 3
+STEPWISE_LABELS = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per step"}
+
+
+def draw() -> Context | None:
+    """Draw the sidebar; return the page context, or None when no run could be opened."""
+    with st.sidebar:
+        st.caption("Where RL trainers for multi-turn agents put credit, token by token.")
+        handle = _run_picker()
+        if handle is None:
+            return None
+        info = services.run_info(handle)
+        if info.trajectories == 0:
+            st.error(
+                f"The loader found no usable trajectory in {handle.ref} ({len(handle.problems)} problems; "
+                "see Run overview)."
+            )
+            return Context(handle, info, state.sidebar_config(), -1)
+        traj = _trajectory_picker(info)
+        cfg = _scheme_controls(info)
+    return Context(handle, info, cfg, traj)
+
+
+def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
+    """In ``slot``: the device the engine ran on, the time of the sidebar scheme's computation (cached after
+    the first time) and how long this whole page run took on the server."""
+    page_run = f"page run {run_seconds * 1e3:.0f} ms"
+    if ctx is None or ctx.traj < 0:
+        slot.caption(page_run)
+        return
+    try:
+        res, wall = services.compute_timed(ctx.handle, ctx.config)
+    except (ValueError, NotImplementedError) as e:
+        slot.error(f"Scheme not computable on this run: {e} ({page_run})")
+        return
+    device = "CUDA" if res.device.startswith("cuda") else "CPU"
+    cached = " (cached)" if wall < res.seconds / 2 else ""
+    slot.caption(f"Engine on **{device}** · last computation {res.seconds * 1e3:.1f} ms{cached} · {page_run}")
+
+
+# ------------------------------------------------------------------------------------------------ run
+def _run_picker() -> services.RunHandle | None:
+    ss = st.session_state
+    options = ["Sample", "Upload"] + (["Data directory"] if sources.data_dir() is not None else [])
+    if ss[K.RUN_SOURCE] not in options:
+        ss[K.RUN_SOURCE] = "Sample"
+    src = (
+        st.segmented_control(
+            "Run",
+            options,
+            key=K.RUN_SOURCE,
+            help=f"A bundled sample, a file you upload, or a file under {sources.DATA_DIR_ENV}.",
+        )
+        or "Sample"
+    )
+    ref = None
+    if src == "Sample":
+        samples = list(sources.list_samples())
+        if not samples:
+            st.error("No sample runs found in sample_runs/.")
+            return None
+        if ss[K.SAMPLE] not in samples:
+            ss[K.SAMPLE] = DEFAULT_SAMPLE if DEFAULT_SAMPLE in samples else samples[0]
+        st.selectbox("Sample run", samples, key=K.SAMPLE)
+        ref = RunRef("sample", ss[K.SAMPLE])
+    elif src == "Upload":
+        ref = _upload()
+    else:
+        files = sources.list_data_files()
+        if not files:
+            st.warning(f"No run files under {sources.DATA_DIR_ENV}.")
+            return None
+        if ss[K.DATA_FILE] not in files:
+            ss[K.DATA_FILE] = files[0]
+        st.selectbox("File", files, key=K.DATA_FILE)
+        ref = RunRef("data", ss[K.DATA_FILE])
+    if ref is None:
+        return None
+    ss[K.RUN] = str(ref)
+    try:
+        return services.open_run(ref, ss[K.UPLOADS])
+    except KeyError:
+        st.error(f"No such run: {ref}")
+    except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
+        st.error(f"Could not load {ref}: {type(e).__name__}: {e}")
+    return None
+
+
+def _upload() -> RunRef | None:
+    ss = st.session_state
+    f = st.file_uploader(
+        "Run file", key=K.UPLOADER, help="JSONL, JSON, Parquet or a tensor dump; kept in this browser session only."
+    )
+    if f is not None and f.file_id not in ss[K.UPLOAD_IDS]:
+        try:
+            loaded = services.load_upload(f.name, f.getvalue())
+        except Exception as e:  # noqa: BLE001 - report any loader failure next to the uploader
+            st.error(f"Could not load {f.name}: {type(e).__name__}: {e}")
+            return None
+        key = loaded.run.content_hash
+        ss[K.UPLOADS][key] = loaded
+        ss[K.UPLOAD_IDS][f.file_id] = key
+        for old in list(ss[K.UPLOADS])[:-UPLOADS_KEPT]:
+            ss[K.UPLOADS].pop(old)
+    if f is not None:
+        return RunRef("upload", ss[K.UPLOAD_IDS][f.file_id])
+    current = RunRef.parse(ss.get(K.RUN, ""))
+    if current.kind == "upload" and current.name in ss[K.UPLOADS]:
+        return current
+    st.info("Upload a run file to look at it.")
+    return None
+
+
+def _trajectory_picker(info: RunInfo) -> int:
+    ss = st.session_state
+    ids = list(info.trajectory_ids)
+    if ss.get(K.TRAJ) not in ids:
+        ss[K.TRAJ] = ids[0]
+    st.selectbox("Trajectory", ids, key=K.TRAJ, help="Shared by the token, compare and group views.")
+    return ids.index(ss[K.TRAJ])
+
+
+# ------------------------------------------------------------------------------------------------ scheme
+def _fix_state(info: RunInfo) -> None:
+    """Keep the scheme widgets' values valid for this run before they are drawn."""
+    ss = st.session_state
+    names = [e.name for e in services.available_estimators(info)]
+    if ss[cfg_key("estimator")] not in names:
+        ss[cfg_key("estimator")] = "gae" if info.has_values else "grpo"
+    if info.has_values:
+        ss[cfg_key("value_source")] = None
+    elif ss[cfg_key("value_source")] not in ("zeros", "group_mean"):
+        ss[cfg_key("value_source")] = "zeros"
+    if not info.has_log_probs:
+        ss[cfg_key("use_kl_in_reward")] = False
+    if ss[cfg_key("stepwise_mode")] not in STEPWISE_MODES:  # a segmented control can be cleared
+        ss[cfg_key("stepwise_mode")] = "trajectory"
+    if ss[cfg_key("placement")] == "as_given" and not info.has_token_scores:
+        ss[cfg_key("placement")] = "auto"
+
+
+def _scheme_controls(info: RunInfo):
+    _fix_state(info)
+    ss = st.session_state
+    catalogue = {e.name: e for e in services.estimator_catalogue()}
+    names = [e.name for e in services.available_estimators(info)]
+    with st.expander("Credit scheme", expanded=True):
+        st.selectbox(
+            "Profile",
+            list(PROFILES),
+            key=cfg_key("profile"),
+            help=FIELD_HELP["profile"] + "\n\n" + "\n\n".join(f"**{k}**: {v}" for k, v in PROFILE_HELP.items()),
+        )
+        st.selectbox(
+            "Estimator",
+            names,
+            key=cfg_key("estimator"),
+            format_func=lambda n: catalogue[n].label,
+            help=FIELD_HELP["estimator"],
+        )
+        placements = [p for p in PLACEMENTS if p != "as_given" or info.has_token_scores]
+        st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
+        st.segmented_control(
+            "rLLM stepwise mode",
+            STEPWISE_MODES,
+            key=cfg_key("stepwise_mode"),
+            format_func=STEPWISE_LABELS.get,
+            help=FIELD_HELP["stepwise_mode"],
+        )
+        if ss[cfg_key("stepwise_mode")] == "per_step":
+            st.slider(
+                "Step γ (MC returns)",
+                0.0,
+                1.0,
+                step=0.01,
+                key=cfg_key("stepwise_gamma"),
+                help=FIELD_HELP["stepwise_gamma"],
+            )
+        if ss[cfg_key("stepwise_mode")] == "broadcast":
+            st.checkbox("Normalize by steps", key=cfg_key("normalize_by_steps"), help=FIELD_HELP["normalize_by_steps"])
+        c1, c2 = st.columns(2)
+        c1.slider("γ", 0.0, 1.0, step=0.01, key=cfg_key("gamma"), help=FIELD_HELP["gamma"])
+        c2.slider("λ", 0.0, 1.0, step=0.01, key=cfg_key("lam"), help=FIELD_HELP["lam"])
+        st.toggle(
+            "Divide by group std", key=cfg_key("norm_adv_by_std_in_grpo"), help=FIELD_HELP["norm_adv_by_std_in_grpo"]
+        )
+        st.toggle(
+            "State masking (tool tokens out of the loss)",
+            key=cfg_key("state_masking"),
+            help=FIELD_HELP["state_masking"],
+        )
+        st.selectbox("Loss aggregation", LOSS_AGG_MODES, key=cfg_key("loss_agg_mode"), help=FIELD_HELP["loss_agg_mode"])
+        if not info.has_values:
+            st.selectbox(
+                "Values for GAE (run has no critic)",
+                ("zeros", "group_mean"),
+                key=cfg_key("value_source"),
+                help=FIELD_HELP["value_source"],
+            )
+        st.toggle(
+            "In-reward KL",
+            key=cfg_key("use_kl_in_reward"),
+            disabled=not info.has_log_probs,
+            help=FIELD_HELP["use_kl_in_reward"] + ("" if info.has_log_probs else " (this run has no log-probs)"),
+        )
+        if ss[cfg_key("use_kl_in_reward")]:
+            c1, c2 = st.columns(2)
+            if ss[cfg_key("kl_penalty")] not in KL_PENALTIES:
+                ss[cfg_key("kl_penalty")] = "kl"
+            c1.selectbox("KL estimator", KL_PENALTIES, key=cfg_key("kl_penalty"), help=FIELD_HELP["kl_penalty"])
+            c2.number_input(
+                "β (kl_coef)",
+                min_value=0.0,
+                max_value=10.0,
+                step=0.001,
+                format="%.4f",
+                key=cfg_key("kl_coef"),
+                help=FIELD_HELP["kl_coef"],
+            )
+        cfg = services.effective_config(info, state.sidebar_config(), ss[cfg_key("value_source")])
+        st.caption(f"Scheme code `{schemes.encode(cfg)}`")
+        st.download_button(
+            "⤓ Scheme JSON",
+            data=lambda: exports.scheme_json(cfg),
+            file_name="scheme.json",
+            mime="application/json",
+            key="sidebar.scheme_json",
+            on_click="ignore",
+            help="CreditConfig.to_dict(): the CLI reads it back.",
+        )
+    return cfg

@@ -1,0 +1,144 @@
+"""Where runs may come from: the bundled samples, files under ``CREDITLENS_DATA_DIR``, or an upload.
+
+Paths are confined: a path is accepted only if, after resolving ``..`` and every symlink, it lies inside
+``sample_runs/`` or the data directory (resolved the same way). Nothing here reads a run; ``services`` does.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLES_DIR = REPO_ROOT / "sample_runs"
+DATA_DIR_ENV = "CREDITLENS_DATA_DIR"
+DEFAULT_SAMPLE = "kgqa_multiturn"
+# Suffixes a run file may have (the loader sniffs the format; these only decide what is listed).
+RUN_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet", ".pt", ".pth", ".npz", ".arrow")
+LISTING_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A run's address: ``kind`` is sample | data | upload; ``name`` the sample name, the path relative to the
+    data directory, or the uploaded file's content hash. ``str()`` is what deep links carry."""
+
+    kind: str
+    name: str
+
+    def __str__(self) -> str:
+        return self.name if self.kind == "sample" else f"{self.kind}:{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> RunRef:
+        kind, sep, name = text.partition(":")
+        if sep and kind in ("sample", "data", "upload"):
+            return cls(kind, name)
+        return cls("sample", text)
+
+
+def _is_run_file(p: Path) -> bool:
+    name = p.name.lower()
+    return p.is_file() and not name.startswith(".") and name.endswith(RUN_SUFFIXES)
+
+
+def _strip_suffix(rel: str) -> str:
+    low = rel.lower()
+    for suf in sorted(RUN_SUFFIXES, key=len, reverse=True):
+        if low.endswith(suf):
+            return rel[: -len(suf)]
+    return rel
+
+
+def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
+    """Sample name → path. A run file directly in ``root`` is a sample named by its stem; a folder holding one
+    run file is a sample named by the folder (``kgqa_multiturn``); a folder holding several is one sample per
+    file (``nemo_gym/blackjack``)."""
+    if not root.is_dir():
+        return {}
+    out: dict[str, Path] = {}
+    for p in sorted(root.iterdir()):
+        if p.name.startswith("."):
+            continue
+        if _is_run_file(p):
+            out[_strip_suffix(p.name)] = p
+        elif p.is_dir():
+            files = sorted(f for f in p.iterdir() if _is_run_file(f))
+            if len(files) == 1:
+                out[p.name] = p  # the loader reads a folder (and names the run after it)
+            for f in files if len(files) > 1 else []:
+                out[f"{p.name}/{_strip_suffix(f.name)}"] = f
+    return out
+
+
+def data_dir() -> Path | None:
+    """The allowed data directory from ``CREDITLENS_DATA_DIR`` (resolved), or None when unset or missing."""
+    raw = os.environ.get(DATA_DIR_ENV, "").strip()
+    if not raw:
+        return None
+    p = Path(raw).expanduser().resolve()
+    return p if p.is_dir() else None
+
+
+def allowed_roots() -> list[Path]:
+    roots = [SAMPLES_DIR.resolve()]
+    d = data_dir()
+    if d is not None:
+        roots.append(d)
+    return roots
+
+
+def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
+    """``path`` (relative to ``base``, default the data directory) resolved and checked to lie inside an allowed
+    root; raises ``ValueError`` for traversal (``..``), symlinks leading out, or a missing file."""
+    base = base if base is not None else data_dir()
+    if base is None:
+        raise ValueError(f"no data directory: set {DATA_DIR_ENV} to allow reading files")
+    raw = Path(path)
+    if "\x00" in str(path):
+        raise ValueError("path contains a NUL byte")
+    candidate = (raw if raw.is_absolute() else base / raw).resolve()
+    if not any(candidate.is_relative_to(root) for root in allowed_roots()):
+        raise ValueError(f"{path!s}: outside the allowed directories")
+    if not candidate.exists():
+        raise ValueError(f"{path!s}: no such file")
+    return candidate
+
+
+def list_data_files(limit: int = LISTING_LIMIT) -> list[str]:
+    """Run files under the data directory, as paths relative to it (symlinks leading out are left out)."""
+    root = data_dir()
+    if root is None:
+        return []
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            if not _is_run_file(p):
+                continue
+            try:
+                resolve_allowed(p, root)
+            except ValueError:
+                continue
+            out.append(p.relative_to(root).as_posix())
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def file_stamp(path: Path) -> tuple[int, int]:
+    """(latest mtime in ns, total size) of a file or of the files directly in a folder: a cache key that changes
+    when the run's content does."""
+    files = [f for f in path.iterdir() if f.is_file()] if path.is_dir() else [path]
+    stats = [f.stat() for f in files]
+    return max((s.st_mtime_ns for s in stats), default=0), sum(s.st_size for s in stats)
+
+
+def sample_path(name: str) -> Path:
+    """The checked path of sample ``name``; ``KeyError`` if there is no such sample."""
+    samples = list_samples()
+    if name not in samples:
+        raise KeyError(name)
+    return resolve_allowed(samples[name], SAMPLES_DIR.resolve())

@@ -1,0 +1,219 @@
+"""Every session-state key, its default, and the sync with the URL's query parameters (deep links).
+
+Widgets are created with ``key=`` one of these names and never with ``value=``: the value lives in
+``st.session_state`` (defaults set by ``init``), so it survives page switches and can be set from a URL.
+Query parameters: ``run`` (a sample name, ``data:<path>``), ``traj`` (trajectory id), ``scheme`` (the sidebar
+scheme as a code, see ``schemes``), ``schemes`` (the compare page's, ``~``-joined) and ``page`` (url path).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import schemes
+from dashboard.sources import DEFAULT_SAMPLE, RunRef
+from engine.config import CreditConfig
+
+
+class K:
+    """Session-state keys (the only place they are spelled)."""
+
+    RUN = "run"  # str(RunRef) of the run shown
+    RUN_SOURCE = "run.source"  # "Sample" | "Upload" | "Data directory"
+    SAMPLE = "run.sample"
+    DATA_FILE = "run.data_file"
+    UPLOADER = "run.uploader"
+    UPLOADS = "run.uploads"  # {content hash: LoadResult}, this session only
+    UPLOAD_IDS = "run.upload_ids"  # {uploader file id: content hash}, so a rerun does not reload
+    CONTEXT = "page.context"  # widgets.Context, rewritten by app.py on every run
+    TRAJ = "traj"  # trajectory id
+    LANDING = "nav.landing"  # url path asked for by ?page= on the first run
+    URL_READ = "nav.url_read"
+    # token view
+    QUANTITY = "tokens.quantity"
+    OVERLAYS = "tokens.overlays"
+    WINDOW = "tokens.window"
+    HEAT_ROWS = "tokens.heat_rows"
+    # compare
+    SCHEMES = "compare.schemes"  # list of scheme codes
+    CMP_REF = "compare.reference"
+    CMP_TURN_MODE = "compare.turn_mode"
+    CMP_NEW_ESTIMATOR = "compare.new.estimator"
+    CMP_NEW_PROFILE = "compare.new.profile"
+    CMP_NEW_PLACEMENT = "compare.new.placement"
+    CMP_NEW_MODE = "compare.new.mode"
+    # designer (every control's key starts with DS_PREFIX, so "reset" can drop them all; no button keys here)
+    DS_PREFIX = "designer.ctl."
+    DS_WEIGHT_PREFIX = "designer.ctl.w."
+    DS_VIEW = "designer.ctl.view"
+    DS_PLACEMENT = "designer.ctl.placement"
+    DS_KL_COEF = "designer.ctl.kl_coef"
+    DS_ESTIMATOR = "designer.ctl.estimator"
+    DS_GAMMA = "designer.ctl.gamma"
+    DS_LAM = "designer.ctl.lam"
+    DS_NORM_STD = "designer.ctl.norm_std"
+    DS_MASKING = "designer.ctl.state_masking"
+    # analytics
+    AN_ESTIMATORS = "analytics.estimators"
+    # learn
+    LEARN_NORM_STD = "learn.norm_std"
+
+
+# The credit-scheme fields the sidebar sets; each is a widget keyed "cfg.<field>".
+CFG_FIELDS = ("estimator", *schemes.SHORT)
+CFG_PREFIX = "cfg."
+
+
+def cfg_key(field: str) -> str:
+    return CFG_PREFIX + field
+
+
+def _cfg_defaults(cfg: CreditConfig) -> dict:
+    return {cfg_key(f): getattr(cfg, f) for f in CFG_FIELDS}
+
+
+DEFAULT_SCHEME = CreditConfig(estimator="gae", value_source=None)
+DEFAULTS: dict = {
+    K.RUN: DEFAULT_SAMPLE,
+    K.RUN_SOURCE: "Sample",
+    K.SAMPLE: DEFAULT_SAMPLE,
+    K.DATA_FILE: None,
+    K.TRAJ: None,
+    K.QUANTITY: "advantage",
+    K.OVERLAYS: ["info", "loss"],
+    K.WINDOW: 1,
+    K.HEAT_ROWS: ["token score", "reward", "value", "return", "advantage", "effective weight"],
+    K.SCHEMES: list(schemes.DEFAULT_COMPARE),
+    K.CMP_REF: 0,
+    K.CMP_TURN_MODE: "per token",
+    K.CMP_NEW_ESTIMATOR: "rloo",
+    K.CMP_NEW_PROFILE: "verl",
+    K.CMP_NEW_PLACEMENT: "auto",
+    K.CMP_NEW_MODE: "trajectory",
+    K.AN_ESTIMATORS: ["grpo", "rloo", "gae", "reinforce_plus_plus"],
+    K.LEARN_NORM_STD: False,
+    **_cfg_defaults(DEFAULT_SCHEME),
+}
+# Keys whose widget state must survive a page switch (Streamlit drops state of widgets not drawn in a run).
+PERSISTENT = tuple(k for k in DEFAULTS if k not in (K.RUN,))
+
+
+def init() -> None:
+    """Defaults for missing keys, then (once per session) the URL's query parameters on top."""
+    ss = st.session_state
+    for k, v in DEFAULTS.items():
+        if k not in ss:
+            ss[k] = list(v) if isinstance(v, list) else v
+    ss.setdefault(K.UPLOADS, {})
+    ss.setdefault(K.UPLOAD_IDS, {})
+    if not ss.get(K.URL_READ):
+        ss[K.URL_READ] = True
+        for problem in apply_query_params(dict(st.query_params)):
+            st.toast(f"Link ignored in part: {problem}")
+
+
+def keep_widget_state() -> None:
+    """Re-assign page widgets' values so Streamlit keeps them while their page is not shown."""
+    ss = st.session_state
+    for k in list(ss.keys()):
+        if k in PERSISTENT or k.startswith(K.DS_PREFIX) or k.startswith(CFG_PREFIX):
+            ss[k] = ss[k]
+
+
+def apply_query_params(params: dict[str, str]) -> list[str]:
+    """Put a deep link's parameters into session state; returns the problems found (bad codes are ignored)."""
+    ss = st.session_state
+    problems = []
+    if run := params.get("run"):
+        ref = RunRef.parse(run)
+        if ref.kind == "sample":
+            ss[K.RUN_SOURCE], ss[K.SAMPLE] = "Sample", ref.name
+        elif ref.kind == "data":
+            ss[K.RUN_SOURCE], ss[K.DATA_FILE] = "Data directory", ref.name
+        ss[K.RUN] = str(ref)
+    if traj := params.get("traj"):
+        ss[K.TRAJ] = traj
+    if code := params.get("scheme"):
+        try:
+            cfg = schemes.decode(code)
+            ss.update(_cfg_defaults(cfg))
+        except ValueError as e:
+            problems.append(str(e))
+    if codes := params.get("schemes"):
+        try:
+            ss[K.SCHEMES] = schemes.decode_many(codes)[:6]
+        except ValueError as e:
+            problems.append(str(e))
+    if page := params.get("page"):
+        ss[K.LANDING] = page
+    return problems
+
+
+def write_query_params(page: str) -> None:
+    """Mirror the current view into the URL so that it can be shared."""
+    ss = st.session_state
+    params = {"page": page, "run": ss.get(K.RUN, DEFAULT_SAMPLE)}
+    if ss.get(K.RUN, "").startswith("upload:"):
+        params.pop("run")  # an upload cannot be linked
+    if ss.get(K.TRAJ) is not None:
+        params["traj"] = str(ss[K.TRAJ])
+    params["scheme"] = schemes.encode(sidebar_config())
+    params["schemes"] = schemes.encode_many(ss.get(K.SCHEMES, []))
+    if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
+        st.query_params.from_dict(params)
+
+
+def sidebar_config() -> CreditConfig:
+    """The scheme the sidebar's widgets describe (conventions filled from its profile)."""
+    ss = st.session_state
+    values = {f: ss.get(cfg_key(f), getattr(DEFAULT_SCHEME, f)) for f in CFG_FIELDS}
+    return CreditConfig(**values)
+
+
+# ------------------------------------------------------------------------------------------------ designer
+DESIGN_FIELDS = {  # designer widget key → CreditConfig field it sets directly
+    K.DS_PLACEMENT: "placement",
+    K.DS_ESTIMATOR: "estimator",
+    K.DS_GAMMA: "gamma",
+    K.DS_LAM: "lam",
+    K.DS_NORM_STD: "norm_adv_by_std_in_grpo",
+    K.DS_MASKING: "state_masking",
+}
+
+
+def weight_key(kind: str, name: str) -> str:
+    """Designer slider key of reward component ``name`` (kind: turn | global)."""
+    return f"{K.DS_WEIGHT_PREFIX}{kind}.{name}"
+
+
+def init_designer(base: CreditConfig, turn_names: tuple[str, ...], global_names: tuple[str, ...]) -> None:
+    """Designer controls start from ``base`` (the sidebar scheme) the first time, and after a reset."""
+    ss = st.session_state
+    for key, field in DESIGN_FIELDS.items():
+        ss.setdefault(key, getattr(base, field))
+    ss.setdefault(K.DS_KL_COEF, base.kl_coef if base.use_kl_in_reward else 0.0)
+    ss.setdefault(K.DS_VIEW, "advantage")
+    for kind, names, table in (("turn", turn_names, base.turn_weights), ("global", global_names, base.global_weights)):
+        weights = dict(table)
+        for name in names:
+            ss.setdefault(weight_key(kind, name), float(weights.get(name, 1.0)))
+
+
+def reset_designer() -> None:
+    ss = st.session_state
+    for k in [k for k in ss if str(k).startswith(K.DS_PREFIX)]:
+        del ss[k]
+
+
+def designer_config(base: CreditConfig, turn_names: tuple[str, ...], global_names: tuple[str, ...]) -> CreditConfig:
+    """The scheme the designer's controls describe: ``base`` with their weights, placement, β, estimator, γ, λ, std
+    normalisation and masking (β = 0 means no in-reward KL)."""
+    ss = st.session_state
+    beta = ss[K.DS_KL_COEF]
+    return base.replace(
+        turn_weights=tuple((n, ss[weight_key("turn", n)]) for n in turn_names) or base.turn_weights,
+        global_weights=tuple((n, ss[weight_key("global", n)]) for n in global_names) or base.global_weights,
+        use_kl_in_reward=beta > 0,
+        kl_coef=beta if beta > 0 else base.kl_coef,
+        **{field: ss[key] for key, field in DESIGN_FIELDS.items()},
+    )

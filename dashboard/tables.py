@@ -1,0 +1,222 @@
+"""Pure tables from a run and a ``CreditResult``: what the pages show and export (no Streamlit, no caching).
+
+Turns are shown 1-based (seed 000 and 001 count turns from 1); the engine's ``turn_ids`` are 0-based.
+A trajectory's *advantage* (one number) is the mean advantage over its loss-mask tokens: for outcome
+estimators that is the broadcast scalar, for GAE a token average.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from engine.batch import TrajectoryBatch
+from engine.credit import CreditResult
+
+QUANTITY_ORDER = ("token score", "KL", "reward", "value", "return", "advantage", "effective weight")
+QUANTITY_HELP = {
+    "token score": "reward placed on the token before KL (placement of the structured rewards)",
+    "KL": "per-token KL(old ‖ ref) estimate (masked to the loss tokens)",
+    "reward": "token score − β·KL (= token score without in-reward KL)",
+    "value": "the value GAE bootstrapped from (critic or stand-in)",
+    "return": "the estimator's return",
+    "advantage": "the estimator's advantage (under the rLLM mode)",
+    "effective weight": "loss-aggregation weight × advantage: how hard and which way the token is pushed",
+}
+
+
+def np_(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu").numpy()
+
+
+def lengths(batch: TrajectoryBatch) -> np.ndarray:
+    """Real (attended) tokens per row. (B,)"""
+    return np_(batch.attention_mask.sum(-1)).astype(int)
+
+
+def token_turns(batch: TrajectoryBatch) -> np.ndarray:
+    """Turns that have tokens, per row (a KG-R1 run also has placeholder reward turns without tokens). (B,)"""
+    if batch.num_tokens == 0:
+        return np.zeros(batch.batch_size, dtype=int)
+    return np_(batch.turn_ids.max(dim=-1).values + 1).clip(min=0).astype(int)
+
+
+def quantities(result: CreditResult) -> dict[str, torch.Tensor]:
+    """The result's [B, T] quantities in display order."""
+    q = result.token_quantities()
+    return {name: q[name] for name in QUANTITY_ORDER if name in q}
+
+
+def row_advantage(result: CreditResult) -> np.ndarray:
+    """Mean advantage over each row's loss-mask tokens (0 for a row without any). (B,)"""
+    m = result.loss_mask
+    s = (result.advantages * m).sum(-1) / m.sum(-1).clamp(min=1)
+    return np_(s)
+
+
+def token_table(run, batch: TrajectoryBatch, result: CreditResult, i: int, texts: list[str]) -> pd.DataFrame:
+    """One row per response token of trajectory ``i``: position, turn (1-based), role, token text, the masks
+    and every quantity. This is also the CSV/Parquet export."""
+    n = int(lengths(batch)[i])
+    roles = run.token_roles(i)[:n]
+    df = pd.DataFrame(
+        {
+            "position": np.arange(n),
+            "turn": np_(batch.turn_ids[i, :n]) + 1,
+            "role": roles,
+            "token": texts[:n],
+            "attention": np_(batch.attention_mask[i, :n]).astype(np.int8),
+            "action": np_(batch.action_mask[i, :n]).astype(np.int8),
+            "info": np_(batch.info_mask[i, :n]).astype(np.int8),
+            "loss": np_(result.loss_mask[i, :n]).astype(np.int8),
+            "advantage_mask": np_(result.advantage_mask[i, :n]).astype(np.int8),
+        }
+    )
+    for name, t in quantities(result).items():
+        df[name] = np_(t[i, :n]).astype(np.float64)
+    return df
+
+
+def turn_table(run, batch: TrajectoryBatch, result: CreditResult, i: int) -> pd.DataFrame:
+    """One row per turn of trajectory ``i``: tokens, the weighted turn reward and its raw components, and
+    the credit the scheme put on the turn's tokens."""
+    n = int(lengths(batch)[i])
+    turn = np_(batch.turn_ids[i, :n])
+    act = np_(batch.action_mask[i, :n])
+    loss = np_(result.loss_mask[i, :n])
+    adv = np_(result.advantages[i, :n])
+    q = {k: np_(v[i, :n]) for k, v in quantities(result).items()}
+    comps = run.trajectories[i].turn_rewards
+    tr = np_(result.turn_rewards[i])
+    K = max(int(turn.max()) + 1 if n else 0, len(comps))
+    rows = []
+    for k in range(K):
+        sel = turn == k
+        in_loss = sel & (loss > 0)
+        row = {
+            "turn": k + 1,
+            "kind": "tokens" if sel.any() else "reward only (no tokens)",
+            "tokens": int(sel.sum()),
+            "action tokens": int((sel & (act > 0)).sum()),
+            "info tokens": int((sel & (act == 0)).sum()),
+            "turn reward": float(tr[k]) if k < len(tr) else 0.0,
+        }
+        for name, v in (comps[k] if k < len(comps) else {}).items():
+            row[f"· {name}"] = float(v)
+        row["Σ token score"] = float(q["token score"][sel].sum())
+        row["Σ KL"] = float(q["KL"][sel].sum())
+        row["mean advantage (loss tokens)"] = float(adv[in_loss].mean()) if in_loss.any() else 0.0
+        row["Σ effective weight"] = float(q["effective weight"][sel].sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def trajectory_summary(batch: TrajectoryBatch, result: CreditResult) -> pd.DataFrame:
+    """One row per trajectory: sizes, scores, the scheme's advantage, group statistics and verdicts."""
+    n = lengths(batch)
+    act = np_(batch.action_mask.sum(-1)).astype(int)
+    extras = result.extras
+    df = pd.DataFrame(
+        {
+            "id": list(batch.trajectory_ids),
+            "group": np_(batch.group_ids),
+            "tokens": n,
+            "action tokens": act,
+            "info tokens": n - act,
+            "turns": token_turns(batch),
+            "reward turns": np_(batch.num_turns).astype(int),
+            "score": np_(result.scores),
+            "turn score": np_(extras["turn_score"]) if "turn_score" in extras else 0.0,
+            "global reward": np_(extras["global_reward"]) if "global_reward" in extras else 0.0,
+            "sample score": np_(result.sample_scores),
+            "advantage": row_advantage(result),
+            "Σ effective weight": np_(result.effective_weights.sum(-1)),
+            "group mean": np_(result.group_mean),
+            "group std": np_(result.group_std),
+            "group size": np_(result.group_size).astype(int),
+            "verdict": np_(result.verdicts).astype(int),
+            "kept": np_(result.kept).astype(bool),
+            "truncated": np_(batch.truncated).astype(bool),
+        }
+    )
+    df["singleton"] = df["group size"] <= 1
+    df["zero variance"] = (df["group size"] > 1) & (df["group std"].abs() < 1e-8)
+    return df
+
+
+def reward_components(run) -> pd.DataFrame:
+    """Long table of raw reward components: kind (turn | global), component, value, trajectory, turn."""
+    rows = []
+    for t in run.trajectories:
+        for k, comps in enumerate(t.turn_rewards):
+            rows += [("turn", name, float(v), t.id, k + 1) for name, v in comps.items()]
+        rows += [("global", name, float(v), t.id, 0) for name, v in t.global_rewards.items()]
+    return pd.DataFrame(rows, columns=["kind", "component", "value", "trajectory", "turn"])
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a run holds, for the sidebar (which controls make sense) and the overview."""
+
+    name: str
+    source: str
+    trajectories: int
+    groups: int
+    tokens: int
+    action_tokens: int
+    info_tokens: int
+    turns: int
+    reward_turns: int
+    max_length: int
+    has_values: bool
+    has_log_probs: bool
+    has_turn_rewards: bool
+    has_global_rewards: bool
+    has_token_scores: bool
+    has_baselines: bool
+    trajectory_ids: tuple[str, ...]
+    turn_reward_names: tuple[str, ...]
+    global_reward_names: tuple[str, ...]
+
+    @property
+    def info_share(self) -> float:
+        return self.info_tokens / self.tokens if self.tokens else 0.0
+
+    def provides(self, requirement: str) -> bool:
+        """Whether the run has what an estimator lists in ``requires`` (values can be stood in for)."""
+        return {
+            "values": True,
+            "turn_rewards": self.has_turn_rewards,
+            "global_rewards": self.has_global_rewards or self.has_turn_rewards,
+            "reward_baselines": self.has_baselines,
+            "old_log_probs": self.has_log_probs,
+        }.get(requirement, True)
+
+
+def run_info(run, batch: TrajectoryBatch) -> RunInfo:
+    n = lengths(batch)
+    act = int(batch.action_mask.sum().item())
+    return RunInfo(
+        name=run.name,
+        source=run.source,
+        trajectories=batch.batch_size,
+        groups=int(torch.unique(batch.group_ids).numel()),
+        tokens=int(n.sum()),
+        action_tokens=act,
+        info_tokens=int(n.sum()) - act,
+        turns=int(token_turns(batch).sum()),
+        reward_turns=int(batch.num_turns.sum().item()) if batch.num_tokens else 0,  # num_turns needs T > 0
+        max_length=int(n.max()) if len(n) else 0,
+        has_values=batch.values is not None,
+        has_log_probs=batch.old_log_probs is not None and batch.ref_log_probs is not None,
+        has_turn_rewards=batch.turn_rewards is not None,
+        has_global_rewards=batch.global_rewards is not None,
+        has_token_scores=batch.token_scores is not None,
+        has_baselines=batch.reward_baselines is not None,
+        trajectory_ids=tuple(batch.trajectory_ids),
+        turn_reward_names=tuple(batch.turn_reward_names),
+        global_reward_names=tuple(batch.global_reward_names),
+    )

@@ -1,0 +1,125 @@
+"""Colours, token styles and the shared figure layout: defined here once, used by every page and figure.
+
+One diverging scale (red < 0 < blue, white at 0) colours every signed quantity, in token HTML and in Plotly
+heatmaps alike; one qualitative palette tells schemes apart; each token role has one overlay style.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+# Diverging scale centred at 0 (ColorBrewer RdBu, colour-blind safe, reads on a projector).
+DIVERGING_STOPS: tuple[tuple[float, str], ...] = (
+    (0.0, "#b2182b"),
+    (0.25, "#ef8a62"),
+    (0.5, "#f7f7f7"),
+    (0.75, "#67a9cf"),
+    (1.0, "#2166ac"),
+)
+DIVERGING = [[p, c] for p, c in DIVERGING_STOPS]  # Plotly colorscale
+
+# Okabe–Ito: one colour per scheme in comparisons (up to 6 schemes, plus two spares).
+SCHEME_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+ROLE_COLORS = {"model": "#cfe0ef", "tool": "#8d8d8d", "user": "#9575cd", "system": "#7986cb"}
+ROLE_LABELS = {
+    "model": "model (action)",
+    "tool": "tool / info",
+    "user": "user",
+    "system": "system / template",
+}
+VERDICT_LABELS = {0: "solve_none", 1: "partial", 2: "solve_all"}
+VERDICT_COLORS = {0: "#d6604d", 1: "#78909c", 2: "#4d9f6f"}
+GROUP_MEAN_COLOR = "#333333"
+GRID_COLOR = "#e3e8ec"
+FONT_FAMILY = "Inter, 'Source Sans Pro', 'Segoe UI', Helvetica, Arial, sans-serif"
+MONO_FAMILY = "'JetBrains Mono', 'Fira Code', Menlo, Consolas, monospace"
+
+# Token view CSS. Classes: cl-tk (one token), cl-r-<role> (role overlay), cl-loss / cl-noloss (in or out of
+# the loss mask; out is faded under the loss overlay), cl-att (attended), cl-turn (a turn block), cl-turn-head.
+TOKEN_CSS = f"""
+<style>
+.cl-tokens {{ font-family: {MONO_FAMILY}; font-size: 0.92rem; line-height: 1.95; overflow-wrap: anywhere; }}
+.cl-big .cl-tokens {{ font-size: 1.35rem; line-height: 2.0; }}
+.cl-turn {{ border-left: 4px solid #cfd8dc; padding: 2px 0 4px 10px; margin: 0 0 8px 0; }}
+.cl-turn-head {{ display: block; font-family: {FONT_FAMILY}; font-size: 0.8rem; color: #455a64;
+  font-weight: 600; letter-spacing: 0.02em; margin-bottom: 2px; }}
+.cl-big .cl-turn-head {{ font-size: 1.05rem; }}
+.cl-tk {{ white-space: pre-wrap; border-radius: 3px; padding: 1px 0; box-decoration-break: clone;
+  -webkit-box-decoration-break: clone; }}
+.cl-nl {{ color: #90a4ae; }}
+.cl-show-info .cl-r-tool, .cl-show-info .cl-r-user, .cl-show-info .cl-r-system {{
+  background-image: repeating-linear-gradient(135deg, rgba(60,60,60,0.22) 0 2px, transparent 2px 6px);
+  outline: 1px dashed #757575; outline-offset: -1px; }}
+.cl-show-info .cl-r-user, .cl-show-info .cl-r-system {{ outline-color: #5c6bc0; }}
+.cl-show-loss .cl-noloss {{ opacity: 0.42; text-decoration: line-through; text-decoration-color: #607d8b; }}
+.cl-show-att .cl-att {{ outline: 1px dotted #263238; outline-offset: -1px; }}
+.cl-legend {{ font-family: {FONT_FAMILY}; font-size: 0.85rem; display: flex; align-items: center; gap: 10px;
+  flex-wrap: wrap; margin: 4px 0 10px 0; }}
+.cl-legend .cl-bar {{ width: 220px; height: 14px; border-radius: 3px; border: 1px solid #bbb;
+  background: linear-gradient(90deg, {", ".join(c for _, c in DIVERGING_STOPS)}); }}
+.cl-legend .cl-swatch {{ display: inline-block; min-width: 46px; text-align: center; border-radius: 3px;
+  padding: 0 4px; font-family: {MONO_FAMILY}; }}
+.cl-pad {{ color: #90a4ae; font-style: italic; font-family: {FONT_FAMILY}; font-size: 0.8rem; }}
+.cl-big {{ font-size: 1.2rem; }}
+</style>
+"""
+
+
+def _hex_to_rgb(c: str) -> np.ndarray:
+    return np.array([int(c[i : i + 2], 16) for i in (1, 3, 5)], dtype=float)
+
+
+_STOP_POS = np.array([p for p, _ in DIVERGING_STOPS])
+_STOP_RGB = np.stack([_hex_to_rgb(c) for _, c in DIVERGING_STOPS])  # (S, 3)
+
+
+def diverging_rgb(values: np.ndarray, vmax: float) -> np.ndarray:
+    """RGB [n, 3] (0–255) of ``values`` on the diverging scale, ±``vmax`` at the ends, 0 white."""
+    v = np.asarray(values, dtype=float)
+    x = 0.5 + 0.5 * np.clip(v / vmax, -1.0, 1.0) if vmax > 0 else np.full(v.shape, 0.5)
+    x = np.where(np.isfinite(x), x, 0.5)
+    return np.stack([np.interp(x, _STOP_POS, _STOP_RGB[:, c]) for c in range(3)], axis=-1)
+
+
+def diverging_css(values: np.ndarray, vmax: float) -> tuple[list[str], list[str]]:
+    """(background, text colour) CSS strings per value: white text on saturated backgrounds."""
+    rgb = diverging_rgb(values, vmax)
+    luminance = rgb @ np.array([0.299, 0.587, 0.114])
+    bg = [f"#{int(r):02x}{int(g):02x}{int(b):02x}" for r, g, b in rgb.round()]
+    fg = ["#ffffff" if lum < 120 else "#111111" for lum in luminance]
+    return bg, fg
+
+
+def symmetric_range(values: np.ndarray, quantile: float = 0.99) -> float:
+    """A robust ± range for a diverging scale: the ``quantile`` of |values| (max if that is 0); 1 if all 0."""
+    a = np.abs(np.asarray(values, dtype=float))
+    a = a[np.isfinite(a)]
+    if a.size == 0:
+        return 1.0
+    v = float(np.quantile(a, quantile))
+    if v <= 0:
+        v = float(a.max())
+    return v if v > 0 else 1.0
+
+
+def base_layout(fig: go.Figure, height: int = 360, title: str | None = None, big: bool = False) -> go.Figure:
+    """The one layout every figure shares: readable fonts, tight margins, white background."""
+    size = 17 if big else 14
+    # Set directly rather than through template="plotly_white": resolving a template deep-copies it (~30 ms a
+    # figure), which a slider-driven page pays on every rerun.
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=48 if title else 20, b=10),
+        font=dict(family=FONT_FAMILY, size=size, color="#212121"),
+        title=dict(text=title, font=dict(size=size + 2), x=0.01, xanchor="left") if title else None,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
+        hoverlabel=dict(font=dict(family=MONO_FAMILY, size=13)),
+    )
+    # automargin: Streamlit's chart theme turns it on in the page; exported images (kaleido) need it set here
+    fig.update_xaxes(gridcolor=GRID_COLOR, zerolinecolor=GRID_COLOR, linecolor=GRID_COLOR, automargin=True)
+    fig.update_yaxes(gridcolor=GRID_COLOR, zerolinecolor=GRID_COLOR, linecolor=GRID_COLOR, automargin=True)
+    return fig

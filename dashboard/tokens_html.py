@@ -1,0 +1,126 @@
+"""Token text as coloured HTML. Every piece of run data that reaches HTML goes through ``escape``.
+
+A run is untrusted input: token text, trajectory ids, metadata and reward component names may contain
+``<script>`` or ``</div>``. ``escape`` (``html.escape`` with quotes) is the one way such text enters markup;
+the builders here and the pages that write HTML use it and nothing else.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dashboard.theme import TOKEN_CSS, diverging_css
+
+OVERLAYS = {
+    "info": "tool/info tokens hatched",
+    "loss": "tokens outside the loss mask faded and struck through",
+    "attention": "attended tokens outlined",
+}
+MAX_TEXT_TOKENS = 1000  # tokens drawn as text per window (keeps the browser quick); the heatmap shows all
+
+
+def escape(value: object) -> str:
+    """HTML-escape anything (``str()`` first), quotes included, so it is safe in text and in attributes."""
+    return html.escape(str(value), quote=True)
+
+
+def _shown(text: str) -> tuple[str, str]:
+    """(inside, after): the escaped token text with each newline drawn as ↵, and the line breaks to put after
+    the token's box (so a coloured box never spills onto the next line). Empty pieces show ∅."""
+    if text == "":
+        return "<span class='cl-nl'>∅</span>", ""
+    breaks = text.count("\n")
+    return escape(text).replace("\n", "<span class='cl-nl'>↵</span>"), "<br>" * breaks
+
+
+def _title(row: dict, qcols: Sequence[str]) -> str:
+    head = f"#{row['position']} · turn {row['turn']} · {row['role']}"
+    masks = f"attention {row['attention']} · action {row['action']} · loss {row['loss']}"
+    vals = "\n".join(f"{q}: {row[q]:+.5g}" for q in qcols)
+    return escape(f"{head}\n{masks}\n{vals}\ntoken: {row['token']!r}")
+
+
+def windows(n: int, size: int = MAX_TEXT_TOKENS) -> int:
+    """How many text windows of ``size`` tokens an ``n``-token trajectory needs."""
+    return max(1, -(-n // size))
+
+
+def token_html(
+    table: pd.DataFrame,
+    quantity: str | None,
+    vmax: float,
+    overlays: Sequence[str] = ("info", "loss"),
+    window: tuple[int, int] | None = None,
+    turn_labels: dict[int, str] | None = None,
+    big: bool = False,
+) -> str:
+    """Coloured tokens of one trajectory (``tables.token_table`` rows ``window``), grouped in turn blocks.
+
+    Background = ``quantity`` on the diverging scale ±``vmax`` (None: no colour); the title (hover) lists every
+    quantity.
+    ``turn_labels`` maps a 1-based turn to the text shown above its block (escaped here)."""
+    start, stop = window or (0, len(table))
+    part = table.iloc[start:stop]
+    qcols = [c for c in table.columns if c not in ("position", "turn", "role", "token") and table[c].dtype.kind == "f"]
+    values = part[quantity].to_numpy() if quantity is not None else np.zeros(len(part))
+    bg, fg = diverging_css(values, vmax)
+    classes = "cl-tokens" + "".join(f" cl-show-{o}" for o in overlays if o in OVERLAYS)
+    out = [TOKEN_CSS, f"<div class='{'cl-big' if big else ''}'><div class='{classes}'>"]
+    turn = None
+    records = part.to_dict("records")
+    for row, b, f in zip(records, bg, fg, strict=True):
+        if row["turn"] != turn:
+            if turn is not None:
+                out.append("</div>")
+            turn = row["turn"]
+            label = (turn_labels or {}).get(int(turn), f"Turn {turn}")
+            out.append(f"<div class='cl-turn'><span class='cl-turn-head'>{escape(label)}</span>")
+        cls = f"cl-tk cl-r-{escape(row['role'])} {'cl-loss' if row['loss'] else 'cl-noloss'}"
+        if row["attention"]:
+            cls += " cl-att"
+        inside, after = _shown(row["token"])
+        out.append(
+            f"<span class='{cls}' style='background-color:{b};color:{f}' title='{_title(row, qcols)}'>"
+            f"{inside}</span>{after}"
+        )
+    if turn is not None:
+        out.append("</div>")
+    if stop < len(table):
+        out.append(f"<div class='cl-pad'>… {len(table) - stop} more tokens in the next windows</div>")
+    out.append("</div></div>")
+    return "".join(out)
+
+
+def legend_html(quantity: str, vmax: float, overlays: Sequence[str] = ()) -> str:
+    """The colour legend: −vmax … 0 … +vmax for ``quantity``, plus swatches for the overlays shown."""
+    lo, mid, hi = (diverging_css(np.array([v]), vmax)[0][0] for v in (-vmax, 0.0, vmax))
+    parts = [
+        TOKEN_CSS,
+        "<div class='cl-legend'>",
+        f"<b>{escape(quantity)}</b>",
+        f"<span class='cl-swatch' style='background:{lo};color:#fff'>{-vmax:+.3g}</span>",
+        "<span class='cl-bar'></span>",
+        f"<span class='cl-swatch' style='background:{hi};color:#fff'>{vmax:+.3g}</span>",
+        f"<span class='cl-swatch' style='background:{mid}'>0</span>",
+    ]
+    if "info" in overlays:
+        parts.append("<span class='cl-tokens cl-show-info'><span class='cl-tk cl-r-tool'> tool/info </span></span>")
+    if "loss" in overlays:
+        parts.append("<span class='cl-tokens cl-show-loss'><span class='cl-tk cl-noloss'> not in loss </span></span>")
+    if "attention" in overlays:
+        parts.append("<span class='cl-tokens cl-show-att'><span class='cl-tk cl-att'> attended </span></span>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def text_block(text: str, big: bool = False) -> str:
+    """Escaped free text (a prompt, metadata) in a readable box."""
+    size = "1.2rem" if big else "0.9rem"
+    return (
+        f"<div style='white-space:pre-wrap;font-size:{size};background:#f5f7f9;border-radius:6px;"
+        f"padding:8px 12px;border:1px solid #e0e6ea'>{escape(text)}</div>"
+    )

@@ -1,0 +1,125 @@
+"""Small Streamlit helpers the pages share: the page context, a chart with its export buttons, error display."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from dashboard import exports, services
+from dashboard.services import RunHandle
+from dashboard.state import K
+from dashboard.tables import RunInfo
+from engine import CreditConfig, CreditResult
+
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the sidebar decided for this run: the run, what it holds, the scheme, the trajectory."""
+
+    handle: RunHandle
+    info: RunInfo
+    config: CreditConfig
+    traj: int
+
+
+def context() -> Context | None:
+    """This run's context; None when the sidebar could not open a run (it already said why)."""
+    return st.session_state.get(K.CONTEXT)
+
+
+def require_context(allow_empty: bool = False) -> Context:
+    """The page context; ends the page with a note when there is no run (or, unless ``allow_empty``, when the
+    run has no trajectory)."""
+    ctx = context()
+    if ctx is None:
+        st.info("Choose a run in the sidebar.")
+        st.stop()
+    if ctx.traj < 0 and not allow_empty:
+        st.warning("This run has no usable trajectory; the Run overview lists what the loader reported.")
+        st.stop()
+    return ctx
+
+
+def result_or_stop(ctx: Context, cfg: CreditConfig | None = None) -> CreditResult:
+    """The scheme's result, or an error box and the end of the page when the engine refuses the scheme."""
+    try:
+        return services.compute(ctx.handle, cfg or ctx.config)
+    except (ValueError, NotImplementedError) as e:
+        st.error(f"The engine cannot compute this scheme on this run: {e}")
+        st.stop()
+
+
+def chart(fig: go.Figure, key: str, name: str, export: bool = True) -> None:
+    """A Plotly chart, with PNG/SVG download buttons that render with kaleido only when clicked."""
+    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+    if not export:
+        return
+    if exports.chromium_path() is None:
+        st.caption(exports.MISSING_BROWSER)
+        return
+    fname = exports.safe_filename(name)
+    row = st.container(horizontal=True, gap="small")
+    for fmt in ("png", "svg"):
+        row.download_button(
+            f"⤓ {fmt.upper()}",
+            data=lambda fmt=fmt: exports.figure_image(fig, fmt),
+            file_name=f"{fname}.{fmt}",
+            mime=exports.IMAGE_FORMATS[fmt],
+            key=f"export.{key}.{fmt}",
+            on_click="ignore",
+            type="tertiary",
+            help=f"Save this figure as {fmt.upper()} (rendered by the system Chromium)",
+        )
+
+
+def table_downloads(df: pd.DataFrame, key: str, name: str) -> None:
+    """CSV and Parquet download buttons for a table."""
+    fname = exports.safe_filename(name)
+    row = st.container(horizontal=True, gap="small")
+    row.download_button(
+        "⤓ CSV",
+        data=lambda: exports.table_csv(df),
+        file_name=f"{fname}.csv",
+        mime="text/csv",
+        key=f"export.{key}.csv",
+        on_click="ignore",
+    )
+    row.download_button(
+        "⤓ Parquet",
+        data=lambda: exports.table_parquet(df),
+        file_name=f"{fname}.parquet",
+        mime="application/vnd.apache.parquet",
+        key=f"export.{key}.parquet",
+        on_click="ignore",
+    )
+
+
+def big_text_css() -> None:
+    """Larger type for the teaching page (projector)."""
+    st.html(
+        "<style>.stMainBlockContainer [data-testid='stMarkdownContainer'] p,"
+        " .stMainBlockContainer [data-testid='stMarkdownContainer'] li {font-size: 1.22rem; line-height: 1.55;}"
+        " .stMainBlockContainer [data-testid='stMetricValue'] {font-size: 2.2rem;}"
+        " .stMainBlockContainer .katex {font-size: 1.35em;}</style>"
+    )
+
+
+def heading(title: str, detail: str = "", caption: str = "") -> None:
+    """A page heading whose ``detail`` is run data (a trajectory id …), escaped, never parsed as markdown."""
+    from dashboard.tokens_html import escape
+
+    detail_html = f" <code style='font-size:0.8em'>{escape(detail)}</code>" if detail else ""
+    cap = f"<div style='color:#5f6b73;font-size:0.95rem;margin-top:2px'>{escape(caption)}</div>" if caption else ""
+    st.html(
+        f"<div style='margin:0 0 6px 0'><span style='font-size:1.7rem;font-weight:700'>{escape(title)}</span>"
+        f"{detail_html}{cap}</div>"
+    )

@@ -1,0 +1,157 @@
+"""Save a screenshot of every CreditLens page on a sample run (default: kgqa_multiturn).
+
+    python scripts/screenshots.py OUT_DIR [--run kgqa_multiturn] [--port 8599] [--width 1600]
+
+Starts ``streamlit run app.py`` on a free local port, drives Debian's Chromium (``/usr/bin/chromium``, or
+``BROWSER_PATH``) through Playwright, and writes ``OUT_DIR/<page>.png``. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ("overview", "tokens", "compare", "group", "designer", "analytics", "learn")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-extensions",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, env: dict | None = None) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def wait_healthy(port: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"streamlit did not answer on port {port} within {timeout} s")
+
+
+def wait_idle(page, timeout: float = 90_000) -> None:
+    """Wait until the page's script has run to the end (the sidebar's "page run" line is written last), no
+    'running' status shows, and every Plotly chart has rendered."""
+    page.wait_for_function(
+        "() => (document.querySelector('[data-testid=\"stSidebar\"]')?.innerText || '').includes('page run')",
+        timeout=timeout,
+        polling=100,
+    )
+    page.wait_for_function(
+        """() => {
+            const running = document.querySelector('[data-testid="stStatusWidget"]');
+            const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]');
+            const drawn = document.querySelectorAll('[data-testid="stPlotlyChart"] .main-svg');
+            return !running && drawn.length >= charts.length;
+        }""",
+        timeout=timeout,
+        polling=200,
+    )
+    page.wait_for_timeout(800)
+
+
+def fit_to_content(page, width: int, limit: int = 16000) -> None:
+    """Grow the viewport until the whole page fits (Streamlit scrolls inside its main block, so a plain
+    full-page screenshot would stop at the window)."""
+    js = (
+        '() => Math.max(...[...document.querySelectorAll(\'[data-testid="stMain"], '
+        '[data-testid="stSidebarContent"]\')].map(e => e.scrollHeight))'
+    )
+    height = 0
+    for _ in range(6):
+        full = min(int(page.evaluate(js)) + 40, limit)
+        if full <= height:
+            break
+        height = full
+        page.set_viewport_size({"width": width, "height": height})
+        page.wait_for_timeout(900)
+        wait_idle(page)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--run", default="kgqa_multiturn")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--width", type=int, default=1600)
+    ap.add_argument("--height", type=int, default=1000)
+    ap.add_argument("--pages", nargs="*", default=list(PAGES))
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    port = args.port or free_port()
+    server = start_server(port)
+    try:
+        wait_healthy(port)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=os.environ.get("BROWSER_PATH", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+            )
+            page = browser.new_page(viewport={"width": args.width, "height": args.height})
+            for name in args.pages:
+                page.goto(f"http://127.0.0.1:{port}/?page={name}&run={args.run}", wait_until="domcontentloaded")
+                wait_idle(page)
+                fit_to_content(page, args.width)
+                path = args.out / f"{name}.png"
+                page.screenshot(path=str(path), full_page=True)
+                print(path)
+                if name == "learn":  # the second tab: rLLM's three modes on python_tool_two_rollouts
+                    page.get_by_role("tab").nth(1).click()
+                    wait_idle(page)
+                    fit_to_content(page, args.width)
+                    path = args.out / "learn_rllm_modes.png"
+                    page.screenshot(path=str(path), full_page=True)
+                    print(path)
+                page.set_viewport_size({"width": args.width, "height": args.height})
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    main()

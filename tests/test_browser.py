@@ -1,0 +1,286 @@
+"""A real browser on the real server: Debian's Chromium (never a downloaded one) driven by Playwright against
+``streamlit run app.py``. Visits every page, moves sliders, reads what is on screen, and prints the token
+view's time to first paint and the slider re-render times (no timing assertions: machines differ).
+
+Locally the module skips when Chromium is missing; with ``CI`` set it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("BROWSER_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--no-first-run",
+]
+IN_CI = bool(os.environ.get("CI"))
+LONG_RUN = "long64x2048.parquet"
+DONE_JS = """() => (document.querySelector('[data-testid="stSidebar"]')?.innerText || '').includes('page run')"""
+IDLE_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]')
+    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+
+
+def _unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"CI: the browser test must run, but {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    started: float  # time.perf_counter() when the process was started
+    proc: subprocess.Popen
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:  # pragma: no cover - requirements-dev pins playwright
+        _unavailable(f"playwright is not installed ({e})")
+    pw = sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
+    except Exception as e:  # noqa: BLE001 - any launch failure means the same thing here
+        pw.stop()
+        _unavailable(f"Chromium did not start: {e}")
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture(scope="module")
+def context(browser):
+    """One browser profile for every page, as a person's browser: static files are cached after the first."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    yield ctx
+    ctx.close()
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    """A data directory holding a 64 × 2,048-token run for the speed checks (the loader's own synthesizer)."""
+    from engine.io import save_run
+    from engine.io.synth import synth_run
+
+    d = tmp_path_factory.mktemp("creditlens-data")
+    save_run(synth_run(64, 2048, seed=0), d / LONG_RUN)
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(browser, data_dir):
+    port = _free_port()
+    env = {**os.environ, "CREDITLENS_DATA_DIR": str(data_dir), "BROWSER_PATH": CHROMIUM}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                out = proc.stdout.read() if proc.stdout else ""
+                pytest.fail(f"streamlit did not start:\n{out[-3000:]}")
+            time.sleep(0.05)
+    yield Server(url, started, proc)
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        proc.kill()
+
+
+def wait_idle(page, timeout: float = 90_000) -> None:
+    """Until the script run has ended (the sidebar's 'page run' line is written last) and the page is drawn."""
+    page.wait_for_function(DONE_JS, timeout=timeout, polling=50)
+    page.wait_for_function(IDLE_JS, timeout=timeout, polling=50)
+
+
+def assert_on_screen(page, text: str, where: str, timeout: float = 30_000) -> None:
+    """``text`` appears in the main area (element components load lazily, so give them a moment)."""
+    js = f"() => document.querySelector('[data-testid=\"stMain\"]')?.innerText.includes({text!r})"
+    try:
+        page.wait_for_function(js, timeout=timeout, polling=100)
+    except Exception:  # noqa: BLE001 - turn a timeout into a readable assertion
+        body = page.inner_text("[data-testid='stMain']")
+        raise AssertionError(f"{where}: {text!r} not on screen; the page shows:\n{body[:1500]}") from None
+
+
+def no_exception(page, where: str) -> None:
+    errors = page.locator("[data-testid='stException']")
+    assert errors.count() == 0, f"{where}: {errors.first.inner_text()[:500]}"
+
+
+def server_ms(page) -> str:
+    """The sidebar's 'page run N ms': how long the last script run took on the server."""
+    text = page.inner_text("[data-testid='stSidebar']")
+    return text.split("page run", 1)[-1].split("ms", 1)[0].strip() if "page run" in text else "?"
+
+
+def rerender_seconds(page, act, changed_js: str, timeout: float = 30_000) -> tuple[float, str]:
+    """(seconds from ``act()`` until ``changed_js`` holds and the app is idle again, server ms of that run)."""
+    t0 = time.perf_counter()
+    act()
+    page.wait_for_function(changed_js, timeout=timeout, polling=20)
+    page.wait_for_function(IDLE_JS, timeout=timeout, polling=20)
+    return time.perf_counter() - t0, server_ms(page)
+
+
+def test_token_view_first_paint(server: Server, context) -> None:
+    """Runs first: the server is cold (nothing imported, nothing cached)."""
+    page = context.new_page()
+    t_nav = time.perf_counter()
+    page.goto(server.url + "/", wait_until="commit")
+    page.wait_for_selector(".cl-tokens .cl-tk", timeout=90_000)
+    painted = time.perf_counter()
+    wait_idle(page)
+    no_exception(page, "token view")
+    for text in ("Token view", "Turn 1", "kgqa_multiturn"):
+        assert_on_screen(page, text, "token view")
+    cold_ms = server_ms(page)
+    # a second session (same browser profile, so the app's static files are cached) on the warm server
+    page2 = context.new_page()
+    t2 = time.perf_counter()
+    page2.goto(server.url + "/?page=tokens", wait_until="commit")
+    page2.wait_for_selector(".cl-tokens .cl-tk", timeout=60_000)
+    warm = time.perf_counter() - t2
+    wait_idle(page2)
+    print(
+        f"\ntoken view first paint: {painted - server.started:.2f} s after server start "
+        f"({painted - t_nav:.2f} s after navigation; first script run {cold_ms} ms on the server); "
+        f"new session on the warm server: {warm:.2f} s (script run {server_ms(page2)} ms)"
+    )
+    page.close()
+    page2.close()
+
+
+EXPECTED = {
+    "overview": ("Run overview", "Reward components", "Problems the loader reported"),
+    "tokens": ("Token view", "Every token, every quantity", "Per turn"),
+    "compare": ("Compare schemes", "Aligned token rows", "GAE (critic)", "rLLM per-step", "Difference view"),
+    "group": ("Group view", "Group mean", "Rollouts"),
+    "designer": ("Reward designer", "Turn components", "exact_match"),
+    "analytics": ("Run analytics", "Credit landing on info", "Length bias", "aggregation mode"),
+    "learn": ("Learn", "Step 1 · Generation", "Step 5 · Advantage"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_page_shows_its_content(server: Server, context, name: str) -> None:
+    page = context.new_page()
+    page.goto(f"{server.url}/?page={name}&run=kgqa_multiturn", wait_until="commit")
+    wait_idle(page)
+    no_exception(page, name)
+    for text in EXPECTED[name]:
+        assert_on_screen(page, text, name)
+    page.close()
+
+
+def test_sidebar_navigation_and_estimator(server: Server, context) -> None:
+    page = context.new_page()
+    page.goto(server.url + "/", wait_until="commit")
+    wait_idle(page)
+    page.get_by_role("link", name="Group view").click()
+    page.wait_for_function("() => document.body.innerText.includes('Rollouts')", timeout=60_000)
+    wait_idle(page)
+    assert "page=group" in page.url
+    sidebar = page.locator("[data-testid='stSidebar']")
+    assert "Credit scheme" in sidebar.inner_text()
+    page.close()
+
+
+def test_slider_rerender(server: Server, context) -> None:
+    """Designer weight slider and the sidebar λ slider on the 64 × 2,048-token run: seconds from the key press
+    to the updated page (printed)."""
+    page = context.new_page()
+    page.goto(f"{server.url}/?page=designer&run=data:{LONG_RUN}", wait_until="commit")
+    wait_idle(page)
+    no_exception(page, "designer on the long run")
+    assert "64" in page.inner_text("[data-testid='stMain']")
+    slider = page.locator("[data-testid='stMain'] input[type='range'][aria-label='reward']")
+    metric = page.locator("[data-testid='stMetric']", has_text="Mean score").locator("[data-testid='stMetricValue']")
+    times = []
+    for _ in range(3):
+        before = metric.inner_text()
+        changed = (
+            f"() => {{ const m = [...document.querySelectorAll('[data-testid=\"stMetric\"]')].find(e => "
+            f"e.innerText.includes('Mean score')); return m && !m.innerText.includes({before!r}); }}"
+        )
+
+        def press():
+            slider.focus()
+            page.keyboard.press("ArrowRight")
+
+        times.append(rerender_seconds(page, press, changed))
+    no_exception(page, "designer after slider")
+    page.goto(f"{server.url}/?page=tokens&run=data:{LONG_RUN}&scheme=gae", wait_until="commit")
+    wait_idle(page)
+    lam = page.locator("[data-testid='stSidebar'] input[type='range'][aria-label='λ']")
+    tok_times = []
+    for _ in range(2):
+        code = page.locator("[data-testid='stSidebar']").inner_text().split("Scheme code", 1)[-1][:40]
+        changed = (
+            f"() => !document.querySelector('[data-testid=\"stSidebar\"]').innerText.split('Scheme code')[1]"
+            f".startsWith({code!r})"
+        )
+
+        def press_lam():
+            lam.focus()
+            page.keyboard.press("ArrowLeft")
+
+        tok_times.append(rerender_seconds(page, press_lam, changed))
+    no_exception(page, "token view after λ")
+
+    def fmt(ts):
+        return ", ".join(f"{t:.2f} s (server {ms} ms)" for t, ms in ts)
+
+    print(
+        f"\n64×2048 run, in the browser: designer slider re-render {fmt(times)}; token view λ re-render "
+        f"{fmt(tok_times)}"
+    )
+    page.close()
