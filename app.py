@@ -22,6 +22,7 @@ PAGES = (
     ("dashboard/pages/group.py", "Group view", "group", ":material/groups:"),
     ("dashboard/pages/designer.py", "Reward designer", "designer", ":material/tune:"),
     ("dashboard/pages/analytics.py", "Run analytics", "analytics", ":material/insights:"),
+    ("dashboard/pages/diagnostics.py", "Diagnostics", "diagnostics", ":material/troubleshoot:"),
     ("dashboard/pages/learn.py", "Learn", "learn", ":material/school:"),
 )
 landing = st.session_state.get(K.LANDING)

@@ -10,7 +10,9 @@ global cache. No widgets and no session state in here.
 from __future__ import annotations
 
 import functools
+import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import sources, tables
+from dashboard import diagnostics, sources, tables
 from dashboard.sources import RunRef
 from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
 
@@ -28,6 +30,7 @@ MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 HASH = {CreditConfig: repr}
 RESULT_ENTRIES = 256
 TABLE_ENTRIES = 512
+LINT_ENTRIES = 32  # a big run's findings keep up to MAX_ROWS_KEPT × MAX_HIGHLIGHT positions each
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,10 +52,30 @@ class RunHandle:
 
 
 # ---------------------------------------------------------------------------------------------- loading
+# Until ``transformers`` has been imported once, engine calls that may build a tokenizer run one at a time: its
+# lazy module is not safe to import from several threads, and every browser session is a thread (eight sessions
+# uploading at once on a fresh server: seven got "cannot import name 'AutoTokenizer'"). Synchronisation only, no
+# user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.tokenize._load_tokenizer.)
+_TOKENIZER_LOCK = threading.Lock()
+_TOKENIZERS_READY = threading.Event()
+
+
+def _tokenizer_safe(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, serialised until some call has imported transformers."""
+    if _TOKENIZERS_READY.is_set():
+        return fn(*args, **kwargs)
+    with _TOKENIZER_LOCK:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if "transformers" in sys.modules:
+                _TOKENIZERS_READY.set()
+
+
 def _load_run(path: str):
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
-    return load_run(path, max_bytes=None)
+    return _tokenizer_safe(load_run, path, max_bytes=None)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Loading run…")
@@ -159,7 +182,7 @@ def compute_timed(h: RunHandle, cfg: CreditConfig) -> tuple[CreditResult, float]
 
 @_per_run(entries=TABLE_ENTRIES)
 def token_texts(key: str, i: int, _h: RunHandle) -> list[str]:
-    return _h.run.token_texts(i)
+    return _tokenizer_safe(_h.run.token_texts, i)  # a tokenizer other than the built-in Qwen ones is loaded here
 
 
 @_per_run(entries=TABLE_ENTRIES)
@@ -172,6 +195,16 @@ def token_table(key: str, cfg: CreditConfig, i: int, _h: RunHandle) -> pd.DataFr
 def trajectory_summary(key: str, cfg: CreditConfig, _h: RunHandle) -> pd.DataFrame:
     """One row per trajectory under ``cfg`` (read-only)."""
     return tables.trajectory_summary(batch(_h), compute(_h, cfg))
+
+
+@_per_run(entries=LINT_ENTRIES, session_entries=8)
+def lint_findings(key: str, cfg: CreditConfig, _h: RunHandle) -> list[diagnostics.FindingView]:
+    """The credit lints (``engine.lint.run_lints``) of scheme ``cfg`` on the run, most severe first, with token
+    positions capped (``diagnostics.summarize``). Reuses the cached result; raises the engine's ``ValueError``."""
+    from engine.lint import run_lints  # registers the checks on first use
+
+    findings = _tokenizer_safe(run_lints, batch(_h), cfg, result=compute(_h, cfg), run=_h.run)  # text checks tokenize
+    return diagnostics.summarize(findings)
 
 
 def turn_table(h: RunHandle, cfg: CreditConfig, i: int) -> pd.DataFrame:

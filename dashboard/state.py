@@ -34,6 +34,7 @@ class K:
     OVERLAYS = "tokens.overlays"
     WINDOW = "tokens.window"
     HEAT_ROWS = "tokens.heat_rows"
+    HIGHLIGHT = "tokens.highlight"  # FindingView.ident of the Diagnostics finding whose tokens are outlined, or None
     # compare
     SCHEMES = "compare.schemes"  # list of scheme codes
     CMP_REF = "compare.reference"
@@ -57,6 +58,9 @@ class K:
     AN_ESTIMATORS = "analytics.estimators"
     # learn
     LEARN_NORM_STD = "learn.norm_std"
+    # diagnostics
+    DIAG_SEVERITIES = "diagnostics.severities"
+    DIAG_PICK_PREFIX = "diagnostics.pick."  # + FindingView.ident: the affected trajectory a finding opens
 
 
 # The credit-scheme fields the sidebar sets; each is a widget keyed "cfg.<field>".
@@ -92,6 +96,8 @@ DEFAULTS: dict = {
     K.CMP_NEW_MODE: "trajectory",
     K.AN_ESTIMATORS: ["grpo", "rloo", "gae", "reinforce_plus_plus"],
     K.LEARN_NORM_STD: False,
+    K.HIGHLIGHT: None,
+    K.DIAG_SEVERITIES: ["error", "warning", "info"],
     **_cfg_defaults(DEFAULT_SCHEME),
 }
 # Keys whose widget state must survive a page switch (Streamlit drops state of widgets not drawn in a run).

@@ -8,7 +8,7 @@ the builders here and the pages that write HTML use it and nothing else.
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,6 +21,12 @@ OVERLAYS = {
     "attention": "attended tokens outlined",
 }
 MAX_TEXT_TOKENS = 1000  # tokens drawn as text per window (keeps the browser quick); the heatmap shows all
+# Tokens a Diagnostics finding flags: a solid orange outline over any overlay, never faded by the loss overlay.
+HIGHLIGHT_COLOR = "#f57c00"
+HIGHLIGHT_CSS = (
+    f"<style>.cl-tokens .cl-tk.cl-hl {{ outline: 2px solid {HIGHLIGHT_COLOR}; outline-offset: 0; opacity: 1;"
+    f" box-shadow: 0 0 0 3px rgba(245,124,0,0.25); }}</style>"
+)
 
 
 def escape(value: object) -> str:
@@ -57,19 +63,23 @@ def token_html(
     window: tuple[int, int] | None = None,
     turn_labels: dict[int, str] | None = None,
     big: bool = False,
+    highlight: Collection[int] = (),
 ) -> str:
     """Coloured tokens of one trajectory (``tables.token_table`` rows ``window``), grouped in turn blocks.
 
     Background = ``quantity`` on the diverging scale ±``vmax`` (None: no colour); the title (hover) lists every
     quantity.
-    ``turn_labels`` maps a 1-based turn to the text shown above its block (escaped here)."""
+    ``turn_labels`` maps a 1-based turn to the text shown above its block (escaped here). Tokens at the positions
+    in ``highlight`` get class ``cl-hl`` (an orange outline; the page says why)."""
     start, stop = window or (0, len(table))
     part = table.iloc[start:stop]
     qcols = [c for c in table.columns if c not in ("position", "turn", "role", "token") and table[c].dtype.kind == "f"]
     values = part[quantity].to_numpy() if quantity is not None else np.zeros(len(part))
     bg, fg = diverging_css(values, vmax)
     classes = "cl-tokens" + "".join(f" cl-show-{o}" for o in overlays if o in OVERLAYS)
-    out = [TOKEN_CSS, f"<div class='{'cl-big' if big else ''}'><div class='{classes}'>"]
+    out = [TOKEN_CSS, HIGHLIGHT_CSS if len(highlight) else ""]
+    out.append(f"<div class='{'cl-big' if big else ''}'><div class='{classes}'>")
+    marked = {int(p) for p in highlight if start <= p < stop}
     turn = None
     records = part.to_dict("records")
     for row, b, f in zip(records, bg, fg, strict=True):
@@ -82,6 +92,8 @@ def token_html(
         cls = f"cl-tk cl-r-{escape(row['role'])} {'cl-loss' if row['loss'] else 'cl-noloss'}"
         if row["attention"]:
             cls += " cl-att"
+        if row["position"] in marked:
+            cls += " cl-hl"
         inside, after = _shown(row["token"])
         out.append(
             f"<span class='{cls}' style='background-color:{b};color:{f}' title='{_title(row, qcols)}'>"

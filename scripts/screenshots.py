@@ -1,6 +1,10 @@
 """Save a screenshot of every CreditLens page on a sample run (default: kgqa_multiturn).
 
-    python scripts/screenshots.py OUT_DIR [--run kgqa_multiturn] [--port 8599] [--width 1600]
+    python scripts/screenshots.py OUT_DIR [--run kgqa_multiturn] [--port 8599] [--width 1600] [--scheme CODE]
+    python scripts/screenshots.py /tmp/shots --run lint_cases --pages diagnostics
+
+On the Diagnostics page it also follows the first finding's "Open in token view" link (the first that flags
+single tokens) and saves the highlighted token view as ``tokens_highlight.png``.
 
 Starts ``streamlit run app.py`` on a free local port, drives Debian's Chromium (``/usr/bin/chromium``, or
 ``BROWSER_PATH``) through Playwright, and writes ``OUT_DIR/<page>.png``. Nothing is downloaded.
@@ -18,7 +22,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ("overview", "tokens", "compare", "group", "designer", "analytics", "learn")
+PAGES = ("overview", "tokens", "compare", "group", "designer", "analytics", "diagnostics", "learn")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -108,6 +112,28 @@ def fit_to_content(page, width: int, limit: int = 16000) -> None:
         wait_idle(page)
 
 
+def follow_first_finding(page, args, url: str) -> None:
+    """Click "Open in token view" of the first finding that flags tokens (else the first) and save the result."""
+    page.set_viewport_size({"width": args.width, "height": args.height})
+    page.goto(url, wait_until="domcontentloaded")
+    wait_idle(page)
+    blocks = page.locator("[class*='st-key-diagnostics-finding-']")
+    if blocks.count() == 0:
+        return
+    with_tokens = blocks.filter(has=page.locator(".cl-finding", has_text="flagged token"))
+    block = with_tokens.first if with_tokens.count() else blocks.first
+    block.get_by_role("button", name="Open in token view").click()
+    page.wait_for_selector(".cl-hl-note", timeout=60_000)
+    wait_idle(page)
+    path = args.out / "tokens_highlight.png"
+    page.screenshot(path=str(path))  # the viewport: the note and the outlined tokens as a person first sees them
+    print(path)
+    fit_to_content(page, args.width)
+    path = args.out / "tokens_highlight_full.png"
+    page.screenshot(path=str(path), full_page=True)
+    print(path)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
@@ -116,6 +142,7 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=1600)
     ap.add_argument("--height", type=int, default=1000)
     ap.add_argument("--pages", nargs="*", default=list(PAGES))
+    ap.add_argument("--scheme", default=None, help="a scheme code for the sidebar (dashboard.schemes)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -129,8 +156,10 @@ def main() -> None:
                 executable_path=os.environ.get("BROWSER_PATH", "/usr/bin/chromium"), args=CHROMIUM_ARGS
             )
             page = browser.new_page(viewport={"width": args.width, "height": args.height})
+            scheme = f"&scheme={args.scheme}" if args.scheme else ""
             for name in args.pages:
-                page.goto(f"http://127.0.0.1:{port}/?page={name}&run={args.run}", wait_until="domcontentloaded")
+                url = f"http://127.0.0.1:{port}/?page={name}&run={args.run}{scheme}"
+                page.goto(url, wait_until="domcontentloaded")
                 wait_idle(page)
                 fit_to_content(page, args.width)
                 path = args.out / f"{name}.png"
@@ -143,6 +172,8 @@ def main() -> None:
                     path = args.out / "learn_rllm_modes.png"
                     page.screenshot(path=str(path), full_page=True)
                     print(path)
+                if name == "diagnostics":
+                    follow_first_finding(page, args, url)
                 page.set_viewport_size({"width": args.width, "height": args.height})
             browser.close()
     finally:

@@ -7,69 +7,38 @@ Locally the module skips when Chromium is missing; with ``CI`` set it fails inst
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DONE_JS,
+    IDLE_JS,
+    Server,
+    require_chromium,
+    start_server,
+    stop_server,
+    unavailable,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("BROWSER_PATH", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-dev-shm-usage",
-    "--disable-extensions",
-    "--no-first-run",
-]
-IN_CI = bool(os.environ.get("CI"))
 LONG_RUN = "long64x2048.parquet"
-DONE_JS = """() => (document.querySelector('[data-testid="stSidebar"]')?.innerText || '').includes('page run')"""
-IDLE_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
-    && !document.querySelector('[data-stale="true"]')
-    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
-
-
-def _unavailable(reason: str):
-    if IN_CI:
-        pytest.fail(f"CI: the browser test must run, but {reason}")
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    url: str
-    started: float  # time.perf_counter() when the process was started
-    proc: subprocess.Popen
 
 
 @pytest.fixture(scope="module")
 def browser():
-    if not Path(CHROMIUM).exists():
-        _unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    require_chromium()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as e:  # pragma: no cover - requirements-dev pins playwright
-        _unavailable(f"playwright is not installed ({e})")
+        unavailable(f"playwright is not installed ({e})")
     pw = sync_playwright().start()
     try:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
     except Exception as e:  # noqa: BLE001 - any launch failure means the same thing here
         pw.stop()
-        _unavailable(f"Chromium did not start: {e}")
+        unavailable(f"Chromium did not start: {e}")
     yield b
     b.close()
     pw.stop()
@@ -96,43 +65,9 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(browser, data_dir):
-    port = _free_port()
-    env = {**os.environ, "CREDITLENS_DATA_DIR": str(data_dir), "BROWSER_PATH": CHROMIUM}
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(ROOT / "app.py"),
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
-    started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                out = proc.stdout.read() if proc.stdout else ""
-                pytest.fail(f"streamlit did not start:\n{out[-3000:]}")
-            time.sleep(0.05)
-    yield Server(url, started, proc)
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        proc.kill()
+    server = start_server(env={"CREDITLENS_DATA_DIR": str(data_dir), "BROWSER_PATH": CHROMIUM})
+    yield server
+    stop_server(server)
 
 
 def wait_idle(page, timeout: float = 90_000) -> None:
@@ -206,6 +141,7 @@ EXPECTED = {
     "group": ("Group view", "Group mean", "Rollouts"),
     "designer": ("Reward designer", "Turn components", "exact_match"),
     "analytics": ("Run analytics", "Credit landing on info", "Length bias", "aggregation mode"),
+    "diagnostics": ("Diagnostics", "Checks run", "truncated_in_loss", "Open in token view"),
     "learn": ("Learn", "Step 1 · Generation", "Step 5 · Advantage"),
 }
 
@@ -218,6 +154,29 @@ def test_every_page_shows_its_content(server: Server, context, name: str) -> Non
     no_exception(page, name)
     for text in EXPECTED[name]:
         assert_on_screen(page, text, name)
+    page.close()
+
+
+def test_diagnostics_finding_opens_the_highlighted_token(server: Server, context) -> None:
+    """A finding on the lint-case run, its link, and the outlined token on the token view."""
+    page = context.new_page()
+    page.goto(f"{server.url}/?page=diagnostics&run=lint_cases", wait_until="commit")
+    wait_idle(page)
+    no_exception(page, "diagnostics")
+    assert_on_screen(page, "reward_on_masked_token", "diagnostics")
+    assert_on_screen(page, "2 token rewards in 2 trajectories on masked positions", "diagnostics")
+    block = page.locator(".st-key-diagnostics-finding-reward_on_masked_token-0")
+    block.get_by_role("button", name="Open in token view").click()
+    page.wait_for_selector(".cl-turn .cl-hl", timeout=60_000)
+    wait_idle(page)
+    no_exception(page, "token view from diagnostics")
+    assert "page=tokens" in page.url and "traj=reward_on_masked_token%2Fend_tool-0" in page.url
+    assert_on_screen(page, "Highlight from Diagnostics", "token view")
+    marked = page.locator(".cl-turn .cl-hl")
+    assert marked.count() == 1 and marked.first.is_visible()
+    assert marked.first.inner_text() == " result"  # the tool token that carries the reward
+    style = marked.first.evaluate("e => [getComputedStyle(e).outlineStyle, getComputedStyle(e).outlineWidth]")
+    assert style == ["solid", "2px"], style
     page.close()
 
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import services, tokens_html, widgets
+from dashboard import diagnostics, services, tokens_html, widgets
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
 from dashboard.tables import QUANTITY_HELP
@@ -57,13 +57,23 @@ if n_windows > 1:
 turns = services.turn_table(ctx.handle, ctx.config, ctx.traj)
 vmax = symmetric_range(table[quantity].to_numpy())
 st.html(tokens_html.legend_html(quantity, vmax, overlays))
+marked = ()  # positions a Diagnostics finding flags in this trajectory, looked up under the scheme shown
+if ident := st.session_state[K.HIGHLIGHT]:
+    finding = diagnostics.find(services.lint_findings(ctx.handle, ctx.config), ident)
+    marked = finding.tokens.get(ctx.traj, ()) if finding else ()
+    note, actions = st.columns([5, 1], vertical_alignment="center")
+    note.html(diagnostics.highlight_note_html(finding, ident, ctx.traj, summary["id"], (start, stop)))
+    actions.button(
+        "Clear highlight", key="tokens.clear_highlight", on_click=lambda: st.session_state.update({K.HIGHLIGHT: None})
+    )
+    actions.page_link("dashboard/pages/diagnostics.py", label="Diagnostics", icon=":material/arrow_back:")
 turn_labels = {
     int(r["turn"]): f"Turn {int(r['turn'])} · reward {r['turn reward']:+.3g} · mean advantage "
     f"{r['mean advantage (loss tokens)']:+.3g}"
     for _, r in turns.iterrows()
 }
 with st.container(height=520 if stop - start > 250 else "content", border=True):
-    st.html(tokens_html.token_html(table, quantity, vmax, overlays, (start, stop), turn_labels))
+    st.html(tokens_html.token_html(table, quantity, vmax, overlays, (start, stop), turn_labels, highlight=marked))
 
 st.subheader("Every token, every quantity")
 st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]

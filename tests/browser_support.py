@@ -1,0 +1,120 @@
+"""What the real-browser tests share: Debian's Chromium (never a downloaded one), a ``streamlit run app.py`` server
+on 127.0.0.1, and the JavaScript that tells when a script run has ended.
+
+Locally a browser test skips when Chromium or Playwright is missing; with ``CI`` set it fails instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("BROWSER_PATH", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--disable-extensions",
+    "--no-first-run",
+]
+IN_CI = bool(os.environ.get("CI"))
+HOST = "127.0.0.1"
+# The sidebar's "page run N ms" line is written last in a script run; then no status widget, no stale element,
+# and every Plotly chart drawn.
+DONE_JS = """() => (document.querySelector('[data-testid="stSidebar"]')?.innerText || '').includes('page run')"""
+IDLE_JS = """() => !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]')
+    && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+EXCEPTION_SELECTOR = "[data-testid='stException']"
+
+
+def unavailable(reason: str):
+    """Skip (locally) or fail (in CI) because the browser cannot run."""
+    if IN_CI:
+        pytest.fail(f"CI: the browser test must run, but {reason}")
+    pytest.skip(reason)
+
+
+def require_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    url: str
+    started: float  # time.perf_counter() when the process was started
+    proc: subprocess.Popen
+    log: Path  # the server's stdout and stderr (a file, so a chatty server never blocks on a full pipe)
+
+    def output(self, tail: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-tail:] if self.log.exists() else ""
+
+
+def start_server(extra_args: Sequence[str] = (), env: dict | None = None, timeout: float = 60) -> Server:
+    """``streamlit run app.py`` on a free port of 127.0.0.1, headless; returns once /_stcore/health answers."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        HOST,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        *extra_args,
+    ]
+    log = Path(tempfile.mkstemp(prefix="creditlens-server-", suffix=".log")[1])
+    started = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    server = Server(f"http://{HOST}:{port}", started, proc, log)
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return server
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                out = server.output()
+                stop_server(server)
+                pytest.fail(f"streamlit did not start:\n{out}")
+            time.sleep(0.05)
+
+
+def stop_server(server: Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        server.proc.kill()
+        server.proc.wait(timeout=20)
+    server.log.unlink(missing_ok=True)
