@@ -7,7 +7,7 @@ segment it wraps. Consecutive tool results share one ``user`` block of ``<tool_r
 Qwen2.5 template. Two assistant messages in a row get a ``system`` glue segment holding just the template.
 
 Messages are plain dicts: ``{"role", "content", "reasoning"?, "tool_calls"?: [{"name", "arguments"}]}``;
-roles ``system | user | assistant | tool``.
+roles ``system | user | assistant | tool``. Messages read from a file go through ``checked_messages`` first.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
+from engine.io.coerce import type_name
 from engine.io.model import Segment
+from engine.io.problems import RecordError
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
@@ -39,9 +41,39 @@ def _arguments(args: object) -> object:
     if isinstance(args, str):
         try:
             return json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             return args
     return args
+
+
+def checked_messages(value: object, field: str) -> list[dict]:
+    """Chat messages from a record, as rendering needs them; ``RecordError`` naming the bad field otherwise.
+
+    Each message is an object with a string ``role``; ``content`` text (other JSON is written as JSON text, as
+    rLLM does), ``reasoning`` text or null, ``tool_calls`` a list of objects (a call's ``function`` an object).
+    """
+    if not isinstance(value, list):
+        raise RecordError(field, f"expected a list of chat messages, got {type_name(value)}")
+    out = []
+    for i, m in enumerate(value):
+        where = f"{field}[{i}]"
+        if not isinstance(m, Mapping):
+            raise RecordError(where, f"expected a message object, got {type_name(m)}")
+        if not isinstance(m.get("role"), str):
+            raise RecordError(f"{where}.role", f"expected a string, got {type_name(m.get('role'))}")
+        if m.get("reasoning") is not None and not isinstance(m["reasoning"], str):
+            raise RecordError(f"{where}.reasoning", f"expected a string, got {type_name(m['reasoning'])}")
+        calls = m.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise RecordError(f"{where}.tool_calls", f"expected a list, got {type_name(calls)}")
+        for k, call in enumerate(calls or []):
+            if not isinstance(call, Mapping) or not isinstance(call.get("function", {}), Mapping):
+                raise RecordError(f"{where}.tool_calls[{k}]", "expected a tool call object")
+        content = m.get("content")
+        if content is not None and not isinstance(content, str):
+            content = tojson(content)
+        out.append({**m, "content": content})
+    return out
 
 
 def render_tool_call(call: Mapping) -> str:

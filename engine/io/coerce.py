@@ -31,7 +31,10 @@ def as_float(value: object, field: str) -> float:
         return float(value)
     if not isinstance(value, (int, float)) or isinstance(value, complex):
         raise RecordError(field, f"expected a number, got {_describe(value)}")
-    out = float(value)
+    try:
+        out = float(value)
+    except OverflowError:  # an integer literal beyond float64 (JSON allows any number of digits)
+        raise RecordError(field, f"number too large: {_describe(value)}") from None
     if not math.isfinite(out):
         raise RecordError(field, f"non-finite value {out}")
     return out
@@ -52,10 +55,8 @@ def as_reward_dict(value: object, field: str) -> dict[str, float]:
 def as_token_ids(value: object, field: str) -> np.ndarray:
     """[n] int32 token ids from a list (or array) of non-negative integers."""
     arr = _as_array(value, field)
-    if arr.size and arr.dtype.kind not in "iu":
-        if arr.dtype.kind == "f" and np.isfinite(arr).all() and (arr == np.round(arr)).all():
-            arr = arr.astype(np.int64)
-        else:
+    if arr.size and arr.dtype.kind not in "iu":  # integral floats (1.0) are ids; range-checked before the cast
+        if arr.dtype.kind != "f" or not (np.isfinite(arr).all() and (arr == np.round(arr)).all()):
             raise RecordError(field, f"expected integer token ids, got {arr.dtype.name} values")
     if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(TOKEN_DTYPE).max):
         raise RecordError(field, f"token id out of range: {int(arr.min())}..{int(arr.max())}")
@@ -72,7 +73,8 @@ def as_float_array(value: object, field: str, allow_nonfinite: bool = False) -> 
     arr = _as_array(value, field)
     if arr.size and arr.dtype.kind not in "iuf":
         raise RecordError(field, f"expected numbers, got {arr.dtype.name} values")
-    out = arr.astype(FLOAT_DTYPE, copy=False)
+    with np.errstate(over="ignore"):  # beyond float32 becomes inf, reported just below or by validation
+        out = arr.astype(FLOAT_DTYPE, copy=False)
     if not allow_nonfinite and out.size and not all_finite(out):
         i = int(np.flatnonzero(~np.isfinite(out))[0])
         raise RecordError(field, f"non-finite value {float(out[i])} at token {i}")

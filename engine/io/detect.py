@@ -20,9 +20,9 @@ SNIFF_RECORDS = 5
 
 
 def parquet_columns(path: Path) -> list[str]:
-    import pyarrow.parquet as pq
+    from engine.io.native_parquet import open_parquet
 
-    return list(pq.ParquetFile(path).schema_arrow.names)
+    return list(open_parquet(path).schema_arrow.names)
 
 
 def detect_format(path: str | Path, max_bytes: int | None = None) -> str:

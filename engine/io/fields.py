@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from engine.io.coerce import as_float, as_reward_dict, is_number, type_name
 from engine.io.problems import RecordError
 
+MAX_TURN_KEY = 10_000  # a keyed turn creates empty placeholder turns before it; bounded so a typo cannot hang
+
 
 def stable_hash(value: object, n: int = 12) -> str:
     """Short hex digest of a JSON-able value (sorted keys), stable across runs and machines."""
@@ -47,6 +49,8 @@ def parse_turn_rewards(value: object, field: str, scalar_name: str = "turn_rewar
             raise RecordError(f"{field}.{key}", "turn keys must be 1-based integers") from None
         if k < 1:
             raise RecordError(f"{field}.{key}", "turn keys must be 1-based integers (KG-R1 numbers turns from 1)")
+        if k > MAX_TURN_KEY:
+            raise RecordError(f"{field}.{key}", f"turn number {k} is beyond {MAX_TURN_KEY:,} (placeholders up to it)")
         keyed[k] = _turn_entry(v, f"{field}.{key}", scalar_name)
     return [keyed.get(k, {}) for k in range(1, max(keyed, default=0) + 1)]
 

@@ -93,7 +93,8 @@ def _load_file(file: Path, fmt, tokenizer, ctx: LoadContext, seen: set[str], out
     """Stream one file through its adapter into ``out``; returns what the file said about its run."""
     name = fmt or detect_format(file, ctx.max_bytes)
     items = get_adapter(name).read(file, ctx)
-    for chunk in _chunks(items, CHUNK):
+    # strict: validate each record before reading the next, so the error is the first bad record in the file
+    for chunk in _chunks(items, 1 if ctx.log.strict else CHUNK):
         _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out)
     return {
         "source": name,

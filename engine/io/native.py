@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.chatml import render_prompt
+from engine.io.chatml import checked_messages, render_prompt
 from engine.io.coerce import as_float_array, as_reward_dict, as_str, as_token_ids, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
 from engine.io.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
-from engine.io.problems import RecordError
+from engine.io.problems import UNFORESEEN, RecordError, malformed
 from engine.io.records import iter_json_records
 
 try:
@@ -81,7 +81,7 @@ def trajectory_from_record(rec: object, default_id: str) -> Trajectory:
     _check_declared_turns(segs)
     prompt = rec.get("prompt", "")
     if isinstance(prompt, list):
-        prompt = render_prompt(prompt)
+        prompt = render_prompt(checked_messages(prompt, "prompt"))
     prompt = as_str(prompt, "prompt")
     metadata = rec.get("metadata") or {}
     if not isinstance(metadata, Mapping):
@@ -99,11 +99,23 @@ def trajectory_from_record(rec: object, default_id: str) -> Trajectory:
     )
 
 
-def apply_header(header: Mapping, ctx: LoadContext) -> None:
-    """Take run name, tokenizer and metadata from a native header; remember what a run was converted from."""
-    ctx.run_name = header.get("name") or ctx.run_name
-    ctx.run_tokenizer = header.get("tokenizer") or ctx.run_tokenizer
-    ctx.run_metadata.update(header.get("metadata") or {})
+def apply_header(header: Mapping, ctx: LoadContext, line: int | None = None) -> None:
+    """Take run name, tokenizer and metadata from a native header; remember what a run was converted from.
+
+    A field of the wrong type is reported (``creditlens.<field>``) and ignored; the records still load.
+    """
+    fields = {"name": str, "tokenizer": str, "metadata": Mapping}
+    ok = {}
+    for key, kind in fields.items():
+        value = header.get(key)
+        if value is not None and not isinstance(value, kind):
+            expected = "an object" if kind is Mapping else "a string"
+            ctx.problem(line, f"{HEADER_KEY}.{key}", f"expected {expected}, got {type_name(value)}; ignored")
+        else:
+            ok[key] = value
+    ctx.run_name = ok.get("name") or ctx.run_name
+    ctx.run_tokenizer = ok.get("tokenizer") or ctx.run_tokenizer
+    ctx.run_metadata.update(ok.get("metadata") or {})
     if header.get("source") not in (None, "native"):
         ctx.run_metadata.setdefault("converted_from", header["source"])
 
@@ -113,13 +125,18 @@ def read_native_jsonl(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
         if is_header(rec):
-            apply_header(rec[HEADER_KEY], ctx)
+            apply_header(rec[HEADER_KEY], ctx, line)
             continue
         default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
         try:
-            yield line, prefix, trajectory_from_record(rec, default_id)
+            traj = trajectory_from_record(rec, default_id)
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, prefix)
+            continue
+        except UNFORESEEN as err:
+            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
+            continue
+        yield line, prefix, traj
 
 
 # ------------------------------------------------------------------------------------------------ writing

@@ -5,7 +5,8 @@ unknown), ``segments`` (list<struct<role, text, token_ids list<int32>, log_probs
 list<float32> (null when absent)>>), ``turn_rewards``, ``global_rewards``, ``metadata`` (JSON text, so floats and
 nesting round-trip exactly). The run header sits in the schema metadata under ``creditlens``.
 Reading goes batch by batch over row groups and slices numpy views out of the Arrow buffers: no per-token
-Python work.
+Python work. A file whose footer cannot be read raises ``ValueError`` naming it; a row group that cannot be
+decoded ends the read with one problem naming the rows skipped; a bad row is a problem ``row[i].<field>``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,27 @@ import numpy as np
 from engine.io.context import LoadContext
 from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE
 from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, header_record, trajectory_from_record
-from engine.io.problems import RecordError
+from engine.io.problems import UNFORESEEN, RecordError, malformed
 
 ROW_GROUP = 1024
+JSON_COLUMNS = ("turn_rewards", "global_rewards", "metadata")
+
+
+def _read_errors() -> tuple[type[Exception], ...]:
+    """What pyarrow raises on a damaged file (``ArrowInvalid`` is a ``ValueError``, I/O errors ``OSError``)."""
+    import pyarrow as pa
+
+    return (pa.ArrowException, OSError, ValueError)
+
+
+def open_parquet(path: Path):
+    """``pq.ParquetFile`` of ``path``; ``ValueError`` naming the file if it is not readable Parquet."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
 
 
 def _schema():
@@ -135,30 +154,62 @@ def _records(batch) -> Iterator[dict]:
             rec.update({name: view[j] for name, view in lists.items()})
             seg_recs.append(rec)
         out = {"segments": seg_recs, "prompt_token_ids": ptids[i] if ptids is not None else None}
-        for k, v in plain.items():
-            out[k] = json.loads(v[i]) if k in ("turn_rewards", "global_rewards", "metadata") and v[i] else v[i]
+        out.update({k: v[i] for k, v in plain.items()})
         yield out
+
+
+def _decode_json_columns(rec: dict) -> dict:
+    """Parse the JSON text columns of one row; ``RecordError`` naming the column if one is not JSON."""
+    for k in JSON_COLUMNS:
+        if rec.get(k):
+            try:
+                rec[k] = json.loads(rec[k])
+            except (ValueError, RecursionError) as e:
+                raise RecordError(k, f"expected JSON text ({e})") from None
+    return rec
+
+
+def _apply_header(meta: dict, ctx: LoadContext) -> None:
+    raw = meta.get(HEADER_KEY.encode())
+    if raw is None:
+        return
+    try:
+        header = json.loads(raw)
+    except (ValueError, RecursionError):
+        header = None
+    if not isinstance(header, dict):
+        ctx.problem(None, HEADER_KEY, "the run header in the Parquet metadata is not a JSON object; ignored")
+        return
+    apply_header(header, ctx)
 
 
 def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
     """Adapter ``native`` for Parquet: yields ``(None, "row[i].", trajectory)``; bad rows -> problems."""
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(path)
-    meta = pf.schema_arrow.metadata or {}
-    if HEADER_KEY.encode() in meta:
-        apply_header(json.loads(meta[HEADER_KEY.encode()]), ctx)
+    pf = open_parquet(path)
+    _apply_header(pf.schema_arrow.metadata or {}, ctx)
     total = max(pf.metadata.num_rows, 1)
     row = 0
     stem = Path(path).stem
-    for batch in pf.iter_batches(batch_size=ROW_GROUP):
-        for rec in _records(batch):
+    batches = pf.iter_batches(batch_size=ROW_GROUP)
+    while True:
+        try:
+            recs = list(_records(next(batches)))
+        except StopIteration:
+            break
+        except _read_errors() as e:
+            reason = f"rows {row:,} to {total - 1:,} cannot be decoded ({type(e).__name__}: {e}); skipped"
+            ctx.problem(None, f"row[{row}]", reason)
+            return
+        for rec in recs:
             prefix = f"row[{row}]."
             try:
-                yield None, prefix, trajectory_from_record(rec, f"{stem}:{row}")
-            except (RecordError, ValueError) as err:
-                err = err if isinstance(err, RecordError) else RecordError(None, str(err))
+                traj = trajectory_from_record(_decode_json_columns(rec), f"{stem}:{row}")
+            except RecordError as err:
                 ctx.log.add_error(ctx.file, None, err, prefix)
+            except UNFORESEEN as err:
+                ctx.log.add_error(ctx.file, None, malformed(err), prefix)
+            else:
+                yield None, prefix, traj
             row += 1
         ctx.progress(row / total, f"reading {path.name}: row {row:,} of {total:,}")
 

@@ -58,6 +58,15 @@ class ProblemLog:
         self.add(file, line, field_, err.reason)
 
 
+# What converting a record of an unanticipated shape can raise; readers report it (``malformed``) and go on.
+UNFORESEEN = (KeyError, IndexError, TypeError, AttributeError, ValueError, OverflowError, RecursionError)
+
+
+def malformed(err: Exception) -> RecordError:
+    """The problem for a record that broke a conversion in a way no check anticipated."""
+    return RecordError(None, f"malformed record ({type(err).__name__}: {err})")
+
+
 ProgressFn = Callable[[float, str], None]
 
 

@@ -4,12 +4,17 @@ Memory stays bounded by ``ctx.max_bytes``: a line longer than that is skipped in
 read whole. Each bad line (truncated JSON, binary garbage, not an object) becomes a problem and reading goes
 on. ``orjson`` is used when installed (about 10x faster on token arrays); the standard library parses what
 orjson refuses (``NaN`` literals, which Python's ``json.dumps`` writes) so that validation can say "NaN".
+A record holding a lone UTF-16 surrogate (``"\\ud800"``, which no encoder can write back) is a problem too.
+A file starting with ``[`` is one JSON array unless its first lines are JSON values by themselves, or the whole
+file does not parse or is too large to read whole: then it is JSONL (e.g. an rLLM chat dump, one message list a
+line).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -22,11 +27,14 @@ except ImportError:  # pragma: no cover - exercised only without orjson
     orjson = None
 
 _CHUNK = 1 << 20
+BOM = b"\xef\xbb\xbf"
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # orjson refuses lone surrogates; the standard library not
 
 
-def parse_json(raw: bytes) -> object:
-    """Parse one JSON value; ``RecordError`` with a readable reason if it is not JSON."""
-    if raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte order mark, written by some Windows tools
+def parse_json(raw: bytes, unicode_check: bool = True) -> object:
+    """Parse one JSON value; ``RecordError`` with a readable reason if it is not JSON (or holds a lone surrogate,
+    unless ``unicode_check`` is off: a whole JSON array is checked item by item)."""
+    if raw.startswith(BOM):  # UTF-8 byte order mark, written by some Windows tools
         raw = raw[3:]
     if orjson is not None:
         try:
@@ -40,10 +48,27 @@ def parse_json(raw: bytes) -> object:
     if "\x00" in text:
         raise RecordError(None, "binary data (NUL bytes), not JSON text")
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         hint = " (truncated record?)" if e.pos >= len(text.rstrip()) else ""
         raise RecordError(None, f"invalid JSON{hint}: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        raise RecordError(None, "invalid JSON: nested too deeply") from None
+    except ValueError as e:  # an integer of more than 4,300 digits
+        raise RecordError(None, f"invalid JSON: {e}") from None
+    if unicode_check and _SURROGATE_ESCAPE.search(raw):
+        check_unicode(value)
+    return value
+
+
+def check_unicode(value: object) -> None:
+    """``RecordError`` if a string in ``value`` holds a lone surrogate (not valid Unicode: it cannot be encoded)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(None, "text with a lone UTF-16 surrogate (a \\udXXX escape without its pair)") from None
+    except RecursionError:
+        raise RecordError(None, "invalid JSON: nested too deeply") from None
 
 
 def _skip_rest_of_line(f: BinaryIO) -> int:
@@ -72,6 +97,8 @@ def iter_lines(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int, 
                 f"record of {total:,} bytes is over the limit of {ctx.max_bytes:,} bytes (max_bytes); skipped",
             )
             continue
+        if line_no == 1 and raw.startswith(BOM):  # a byte order mark alone does not make a line a record
+            raw = raw[len(BOM) :]
         if raw.strip():
             yield line_no, raw
         if line_no % 256 == 0 and size:
@@ -80,7 +107,7 @@ def iter_lines(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int, 
 
 def _first_byte(f: BinaryIO) -> bytes:
     pos = f.tell()
-    head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    head = f.read(4096).lstrip(BOM + b" \t\r\n")
     f.seek(pos)
     return head[:1]
 
@@ -94,21 +121,25 @@ def iter_json_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None,
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         first = _first_byte(f)
-        if first == b"[":
-            yield from _whole_array(f, ctx, size)
-            return
+        if first == b"[" and not _reads_as_jsonl(f, ctx):
+            items = _whole_array(f, ctx, size)
+            if items is not None:
+                yield from items
+                return
+            f.seek(0)
         lines = iter_lines(f, ctx, size)
         for line_no, raw in lines:
             try:
                 value = parse_json(raw)
             except RecordError as err:
                 if line_no == 1 and first == b"{" and size <= ctx.max_bytes:
+                    after = f.tell()
                     f.seek(0)
                     doc = _try_document(f)
                     if doc is not None:
                         yield 1, "", doc
                         return
-                    f.seek(len(raw))
+                    f.seek(after)
                 ctx.log.add_error(ctx.file, line_no, err)
                 continue
             yield line_no, "", value
@@ -121,22 +152,52 @@ def _try_document(f: BinaryIO) -> object | None:
         return None
 
 
-def _whole_array(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int | None, str, object]]:
-    limit = max(ctx.max_bytes, 1) * 64
-    if size > limit:
-        ctx.problem(
-            None, None, f"JSON document of {size:,} bytes is too large to read whole (limit {limit:,}); use JSONL"
-        )
-        return
+def _reads_as_jsonl(f: BinaryIO, ctx: LoadContext) -> bool:
+    """Is a file that starts with ``[`` JSONL whose records are arrays (an rLLM chat dump)?
+
+    Yes if its first line is a JSON value by itself and more follows, or if one of the next few lines is a whole
+    JSON array or object (lines of a pretty-printed array are fragments); otherwise it is one JSON document.
+    """
+    pos = f.tell()
+    lines = [f.readline(ctx.max_bytes + 1) for _ in range(8)]
+    f.seek(pos)
+    lines = [raw for raw in lines if raw.strip()]
+    for k, raw in enumerate(lines[:4]):
+        if not raw.endswith(b"\n") or (k == 0 and len(lines) < 2):
+            continue
+        try:
+            value = parse_json(raw)
+        except RecordError:
+            continue
+        if k == 0 or (isinstance(value, (list, dict)) and value):
+            return True
+    return False
+
+
+def _whole_array(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int | None, str, object]] | None:
+    """The items of a file that is one JSON array; None (file left to be read as JSONL, each bad line a problem)
+    if it does not parse or is too large to read whole (over 64 records' worth of ``max_bytes``)."""
+    if size > max(ctx.max_bytes, 1) * 64:
+        return None
+    raw = f.read()
     try:
-        doc = parse_json(f.read())
-    except RecordError as err:
-        ctx.log.add_error(ctx.file, None, err)
-        return
+        doc = parse_json(raw, unicode_check=False)
+    except RecordError:
+        return None
     if not isinstance(doc, list):
         ctx.problem(None, None, f"expected a JSON array of records, got {type(doc).__name__}")
-        return
+        return iter(())
+    return _array_items(doc, ctx, unicode_check=_SURROGATE_ESCAPE.search(raw) is not None)
+
+
+def _array_items(doc: list, ctx: LoadContext, unicode_check: bool) -> Iterator[tuple[int | None, str, object]]:
     for i, item in enumerate(doc):
         if i % 256 == 0:
             ctx.progress(i / max(len(doc), 1), f"reading {os.path.basename(ctx.file)}: record {i:,}")
+        if unicode_check:
+            try:
+                check_unicode(item)
+            except RecordError as err:
+                ctx.log.add_error(ctx.file, None, err, f"[{i}].")
+                continue
         yield None, f"[{i}].", item

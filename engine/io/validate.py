@@ -1,8 +1,9 @@
 """Checks every trajectory passes after tokenization, whatever format it came from.
 
 A trajectory is rejected (with a ``RecordError`` naming the field) if: a segment has no tokens it should have,
-a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward is
-non-finite, a token id is outside the tokenizer's vocabulary, or the response has zero tokens.
+a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward or
+``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), a token id (response or
+prompt) is outside the tokenizer's vocabulary, or the response has zero tokens.
 """
 
 from __future__ import annotations
@@ -11,9 +12,24 @@ import math
 
 import numpy as np
 
-from engine.io.coerce import all_finite
-from engine.io.model import PER_TOKEN_FIELDS, ROLE_CODES, Trajectory
+from engine.io.coerce import all_finite, as_float
+from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Trajectory
 from engine.io.problems import RecordError
+
+FLOAT_MAX = float(np.finfo(FLOAT_DTYPE).max)
+
+
+def _check_number(v: float, field: str) -> None:
+    """A reward the float32 batch can hold: finite and within float32 range."""
+    if not math.isfinite(v):
+        raise RecordError(field, f"non-finite value {v}")
+    if abs(v) > FLOAT_MAX:
+        raise RecordError(field, f"value {v} is beyond the float32 range of the batch")
+
+
+def _check_vocab(ids, field: str, vocab_size: int | None) -> None:
+    if vocab_size is not None and len(ids) and int(ids.max()) >= vocab_size:
+        raise RecordError(field, f"token id {int(ids.max())} is outside the vocabulary ({vocab_size} ids)")
 
 
 def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None:
@@ -27,11 +43,7 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
         if seg.token_ids is None or seg.text is None:
             raise RecordError(where, "segment has neither text nor token ids")
         n = len(seg.token_ids)
-        if vocab_size is not None and n and int(seg.token_ids.max()) >= vocab_size:
-            raise RecordError(
-                f"{where}.token_ids",
-                f"token id {int(seg.token_ids.max())} is outside the vocabulary ({vocab_size} ids)",
-            )
+        _check_vocab(seg.token_ids, f"{where}.token_ids", vocab_size)
         for name in PER_TOKEN_FIELDS:
             arr = getattr(seg, name)
             if arr is None:
@@ -43,10 +55,13 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
                 raise RecordError(f"{where}.{name}", f"non-finite value {float(arr[i])} at token {i}")
     if traj.num_tokens == 0:
         raise RecordError("segments", "empty trajectory: the response has zero tokens")
+    if traj.prompt_token_ids is not None:
+        _check_vocab(traj.prompt_token_ids, "prompt_token_ids", vocab_size)
     for k, comps in enumerate(traj.turn_rewards):
         for name, v in comps.items():
-            if not math.isfinite(v):
-                raise RecordError(f"turn_rewards[{k}].{name}", f"non-finite value {v}")
+            _check_number(v, f"turn_rewards[{k}].{name}")
     for name, v in traj.global_rewards.items():
-        if not math.isfinite(v):
-            raise RecordError(f"global_rewards.{name}", f"non-finite value {v}")
+        _check_number(v, f"global_rewards.{name}")
+    baseline = traj.metadata.get("reward_baseline")
+    if isinstance(baseline, (int, float)):  # becomes the batch's reward_baselines
+        _check_number(as_float(baseline, "metadata.reward_baseline"), "metadata.reward_baseline")

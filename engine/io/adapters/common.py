@@ -5,18 +5,22 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from engine.io.chatml import render_prompt
+from engine.io.chatml import checked_messages, render_prompt
 from engine.io.coerce import as_str, type_name
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
-from engine.io.problems import RecordError
+from engine.io.problems import UNFORESEEN, RecordError, malformed
 from engine.io.records import iter_json_records
 
 Convert = Callable[[object, str], Trajectory | Iterable[Trajectory]]
 
 
 def read_records(path: Path, ctx: LoadContext, convert: Convert) -> Iterator[tuple[int | None, str, Trajectory]]:
-    """Run ``convert(record, default_id)`` over every JSON record; a ``RecordError`` becomes a problem."""
+    """Run ``convert(record, default_id)`` over every JSON record; a ``RecordError`` becomes a problem.
+
+    A record that holds several trajectories (an rLLM episode's ``trajectories``) yields each with the field
+    prefix ``trajectories[j].``, so that a trajectory failing validation is named and the others still load.
+    """
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
         default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
@@ -26,8 +30,11 @@ def read_records(path: Path, ctx: LoadContext, convert: Convert) -> Iterator[tup
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, prefix)
             continue
-        for traj in trajs:
-            yield line, prefix, traj
+        except UNFORESEEN as err:  # a shape no check anticipated: still one problem, never a crashed load
+            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
+            continue
+        for j, traj in enumerate(trajs):  # an rLLM episode: problems with one trajectory name it
+            yield line, f"{prefix}trajectories[{j}]." if len(trajs) > 1 else prefix, traj
 
 
 def require_mapping(rec: object) -> Mapping:
@@ -44,9 +51,7 @@ def first_key(rec: Mapping, keys: Iterable[str]) -> str | None:
 def prompt_text(value: object, field: str) -> str:
     """A prompt given as text, or as chat messages (rendered with ChatML)."""
     if isinstance(value, list):
-        if not all(isinstance(m, Mapping) for m in value):
-            raise RecordError(field, "expected a string or a list of chat messages")
-        return render_prompt(value)
+        return render_prompt(checked_messages(value, field))
     return as_str(value, field)
 
 

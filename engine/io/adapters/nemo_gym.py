@@ -48,14 +48,16 @@ def sniff(rec: object) -> bool:
     return isinstance(rec, Mapping) and "responses_create_params" in rec and isinstance(rec.get("response"), Mapping)
 
 
-def _text(content: object) -> str:
+def _text(content: object, field: str = "content") -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(p.get("text") or "" for p in content if isinstance(p, Mapping))
-    raise RecordError("content", f"expected text or content parts, got {type_name(content)}")
+        texts = [p.get("text") or "" for p in content if isinstance(p, Mapping)]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    raise RecordError(field, f"expected text or content parts, got {type_name(content)}")
 
 
 def _generation(item: Mapping, field: str) -> dict | None:
@@ -110,8 +112,7 @@ def _starts_new_message(current: dict | None, kind: str, gen: dict | None) -> bo
 def _add_item(message: dict, kind: str, item: Mapping, gen: dict | None) -> None:
     """Fold one assistant-side item into the assistant ``message`` (reasoning, content or a tool call)."""
     if kind == "reasoning":
-        summary = item.get("summary") or []
-        message["reasoning"] = "".join(s.get("text", "") for s in summary if isinstance(s, Mapping))
+        message["reasoning"] = _text(item.get("summary"), "summary")
     elif kind == "message":
         message["content"] = _text(item.get("content"))
     else:
@@ -122,10 +123,12 @@ def _add_item(message: dict, kind: str, item: Mapping, gen: dict | None) -> None
 
 
 def _tools(tools: object) -> list[dict]:
+    if tools is not None and not isinstance(tools, list):
+        raise RecordError("responses_create_params.tools", f"expected a list, got {type_name(tools)}")
     out = []
     for t in tools or []:
         if isinstance(t, Mapping) and t.get("type", "function") == "function":
-            fn = t.get("function", t)
+            fn = t["function"] if isinstance(t.get("function"), Mapping) else t
             out.append(
                 {"type": "function", "function": {k: fn[k] for k in ("name", "description", "parameters") if k in fn}}
             )
@@ -134,10 +137,14 @@ def _tools(tools: object) -> list[dict]:
 
 def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
     rec = require_mapping(rec)
-    params = rec["responses_create_params"]
+    params = rec.get("responses_create_params")
     if not isinstance(params, Mapping):
         raise RecordError("responses_create_params", f"expected an object, got {type_name(params)}")
     raw_input = params.get("input")
+    if raw_input is not None and not isinstance(raw_input, (str, list)):
+        raise RecordError(
+            "responses_create_params.input", f"expected text or a list of items, got {type_name(raw_input)}"
+        )
     prompt_msgs = (
         [{"role": "user", "content": raw_input}]
         if isinstance(raw_input, str)
@@ -145,6 +152,8 @@ def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
     )
     if params.get("instructions"):
         prompt_msgs.insert(0, {"role": "system", "content": _text(params["instructions"])})
+    if not isinstance(rec.get("response"), Mapping):
+        raise RecordError("response", f"expected an object, got {type_name(rec.get('response'))}")
     output = rec["response"].get("output")
     if not isinstance(output, list):
         raise RecordError("response.output", f"expected a list of items, got {type_name(output)}")
@@ -173,8 +182,8 @@ def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
     }
     if components:
         metadata["reward_components"] = components
-    if rec.get("agent_ref"):
-        metadata["nemo_gym"]["agent"] = (rec["agent_ref"] or {}).get("name")
+    if isinstance(rec.get("agent_ref"), Mapping):
+        metadata["nemo_gym"]["agent"] = rec["agent_ref"].get("name")
     prompt = render_prompt(prompt_msgs, _tools(params.get("tools")))
     return Trajectory(
         id=f"{stem}/task-{task}/rollout-{rollout}" if task is not None and rollout is not None else default_id,

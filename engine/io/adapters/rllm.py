@@ -33,7 +33,7 @@ import numpy as np
 
 from engine.io.adapters.common import read_records, truncated_from_reason
 from engine.io.adapters.generations import attach_generations, mask_segments
-from engine.io.chatml import render_prompt, render_response
+from engine.io.chatml import checked_messages, render_prompt, render_response
 from engine.io.coerce import as_float, as_float_array, as_token_ids, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, prompt_group_id, stable_hash
@@ -80,12 +80,18 @@ def _generation(step: Mapping, field: str) -> dict | None:
     return gen
 
 
-def _context(step: Mapping) -> list[dict] | None:
-    """The messages a step was prompted with (its chat_completions without its own final assistant reply)."""
+def _chat(step: Mapping, field: str) -> list[dict] | None:
+    """A step's ``chat_completions`` (checked), or None if it has none."""
     msgs = step.get("chat_completions")
-    if not _is_messages(msgs):
+    return checked_messages(msgs, f"{field}.chat_completions") if _is_messages(msgs) else None
+
+
+def _context(step: Mapping, field: str) -> list[dict] | None:
+    """The messages a step was prompted with (its chat_completions without its own final assistant reply)."""
+    msgs = _chat(step, field)
+    if msgs is None:
         return None
-    return list(msgs[:-1]) if msgs[-1].get("role") == "assistant" else list(msgs)
+    return msgs[:-1] if msgs[-1].get("role") == "assistant" else msgs
 
 
 def _after_last_assistant(msgs: list[dict]) -> list[dict]:
@@ -93,9 +99,9 @@ def _after_last_assistant(msgs: list[dict]) -> list[dict]:
     return msgs[idx + 1 :]
 
 
-def _assistant(step: Mapping) -> dict:
-    msgs = step.get("chat_completions")
-    if _is_messages(msgs) and msgs[-1].get("role") == "assistant":
+def _assistant(step: Mapping, field: str) -> dict:
+    msgs = _chat(step, field)
+    if msgs is not None and msgs[-1].get("role") == "assistant":
         last = msgs[-1]
         return {
             "role": "assistant",
@@ -104,15 +110,16 @@ def _assistant(step: Mapping) -> dict:
             "tool_calls": last.get("tool_calls"),
         }
     content = step.get("model_response") or step.get("response") or step.get("model_output") or ""
+    thought = step.get("thought") or None
     return {
         "role": "assistant",
         "content": _text(content) if not isinstance(content, Mapping) else _text(content.get("content")),
-        "reasoning": step.get("thought") or None,
+        "reasoning": thought if thought is None or isinstance(thought, str) else _text(thought),
     }
 
 
-def _observation(step: Mapping) -> list[dict]:
-    ctx = _context(step)
+def _observation(step: Mapping, field: str) -> list[dict]:
+    ctx = _context(step, field)
     if ctx is not None:
         return _after_last_assistant(ctx)
     obs = step.get("observation")
@@ -128,7 +135,7 @@ def _prompt(steps: Sequence[Mapping], task: object) -> tuple[str | None, object]
     gen = _generation(first, "steps[0]")
     if gen is not None and gen.get("prompt_ids") is not None:
         return None, gen["prompt_ids"]
-    ctx = _context(first)
+    ctx = _context(first, "steps[0]")
     if ctx is not None:
         return render_prompt(ctx), None
     if first.get("prompt"):
@@ -138,6 +145,14 @@ def _prompt(steps: Sequence[Mapping], task: object) -> tuple[str | None, object]
         return render_prompt([{"role": "user", "content": _text(obs)}]), None
     question = task.get("question") or task.get("prompt") if isinstance(task, Mapping) else task
     return render_prompt([{"role": "user", "content": _text(question)}]), None
+
+
+def _number(x: object) -> float | None:
+    """A stored number for display (None when it is not one, or does not fit a float)."""
+    try:
+        return float(x) if isinstance(x, (int, float)) else None
+    except OverflowError:
+        return None
 
 
 def _default_group(rec: Mapping, prompt: str | None, prompt_ids) -> str:
@@ -160,8 +175,8 @@ def _steps_trajectory(
     gens = []
     for k, step in enumerate(steps):
         if k > 0:
-            msgs += _observation(step)
-        msgs.append(_assistant(step))
+            msgs += _observation(step, f"steps[{k}]")
+        msgs.append(_assistant(step, f"steps[{k}]"))
         gens.append(_generation(step, f"steps[{k}]"))
     segs = attach_generations(render_response(msgs), gens)
     prompt, prompt_ids = _prompt(steps, rec.get("task"))
@@ -175,9 +190,9 @@ def _steps_trajectory(
             metadata["trajectory_reward"] = traj_reward
     elif traj_reward is not None:
         glob = {"reward": traj_reward}
-    mc = rec.get("mc_returns") or [s.get("mc_return") for s in steps]
+    mc = rec.get("mc_returns") if isinstance(rec.get("mc_returns"), list) else [s.get("mc_return") for s in steps]
     if any(isinstance(x, (int, float)) and x for x in mc):
-        metadata["mc_returns"] = [float(x) if isinstance(x, (int, float)) else None for x in mc]
+        metadata["mc_returns"] = [_number(x) for x in mc]
     return Trajectory(
         id=traj_id,
         group_id=group or _default_group(rec, prompt, prompt_ids),
@@ -199,7 +214,7 @@ def _token_mode(rec: Mapping, default_id: str) -> Trajectory:
         raise RecordError("response_masks", f"has {len(generated)} values for {len(ids)} tokens")
     if generated is not None and generated.size and generated.max() > 1:
         raise RecordError("response_masks", "mask values must be 0 or 1")
-    prompt_ids = as_token_ids(rec["prompt_tokens"], "prompt_tokens")
+    prompt_ids = as_token_ids(rec.get("prompt_tokens"), "prompt_tokens")
     reward = rec.get("trajectory_reward")
     metadata = {"truncated": truncated_from_reason(rec.get("termination_reason"))}
     return Trajectory(
@@ -215,7 +230,8 @@ def _token_mode(rec: Mapping, default_id: str) -> Trajectory:
     )
 
 
-def _messages_record(msgs: list, default_id: str, reward: object) -> Trajectory:
+def _messages_record(msgs: list, default_id: str, reward: object, field: str = "") -> Trajectory:
+    msgs = checked_messages(msgs, field)
     first = next((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), None)
     if first is None:
         raise RecordError(None, "no assistant message: the response has zero tokens")
@@ -233,6 +249,8 @@ def _episode(rec: Mapping, default_id: str) -> list[Trajectory]:
     ep_id = as_id(rec.get("id", default_id), "id")
     task_id = ep_id.split(":")[0]
     fallback = float(rec["is_correct"]) if isinstance(rec.get("is_correct"), bool) else None
+    if not rec["trajectories"]:
+        raise RecordError("trajectories", "empty episode: no trajectories")
     out = []
     for j, t in enumerate(rec["trajectories"]):
         if not isinstance(t, Mapping) or not isinstance(t.get("steps"), list):
@@ -271,7 +289,7 @@ def convert(rec: object, default_id: str) -> list[Trajectory]:
         traj_id = as_id(rec["uid"], "uid") if rec.get("uid") is not None else default_id
         return [_steps_trajectory(rec, traj_id, None, None, metadata)]
     if _is_messages(rec.get("chat_completions")):
-        return [_messages_record(rec["chat_completions"], default_id, rec.get("reward"))]
+        return [_messages_record(rec["chat_completions"], default_id, rec.get("reward"), "chat_completions")]
     raise RecordError(None, "not an rLLM episode, trajectory, token-mode record or message list")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import first_key, prompt_text, read_records, require_mapping
-from engine.io.coerce import as_float, as_reward_dict, as_str
+from engine.io.coerce import as_float, as_reward_dict, as_str, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
 from engine.io.model import Trajectory
@@ -54,7 +54,10 @@ def convert(rec: object, default_id: str) -> Trajectory:
     structured = rec.get("structured_rewards") if isinstance(rec.get("structured_rewards"), Mapping) else rec
     turn = parse_turn_rewards(structured.get("turn_rewards") or [], "turn_rewards")
     glob = as_reward_dict(structured.get("global_rewards") or {}, "global_rewards")
-    metadata = dict(rec.get("metadata") or {})
+    metadata = rec.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise RecordError("metadata", f"expected an object, got {type_name(metadata)}")
+    metadata = dict(metadata)
     skey = first_key(rec, SCALAR_KEYS) or first_key(structured, SCALAR_KEYS)
     if skey is not None:
         scalar = as_float(rec.get(skey, structured.get(skey)), skey)

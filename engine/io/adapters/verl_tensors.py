@@ -11,6 +11,8 @@ generated, as verl assumes); ``prompts`` [B, P]; ``token_level_scores`` (else ``
 optional ``turn_ids`` [B, T] or KG-R1 ``turn_sequence_tensor`` [B, P+T] (only checked: ids on generated tokens
 must not go backwards). Any other 1-D numeric array of length B becomes a global reward component.
 Runs of ``response_mask`` = 1 are model segments, runs of 0 inside the attention mask tool segments.
+A field whose shape or dtype does not fit ``responses`` is reported and ignored; a bad row (token id out of
+range, NaN on a real token, a null Parquet row) is a problem ``row[b].<field>``. Padding is never checked.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.adapters.generations import mask_segments
-from engine.io.coerce import as_float_array
+from engine.io.coerce import as_float_array, as_token_ids
 from engine.io.context import LoadContext
 from engine.io.fields import prompt_group_id
-from engine.io.model import FLOAT_DTYPE, TOKEN_DTYPE, Trajectory
-from engine.io.problems import RecordError
+from engine.io.model import Trajectory
+from engine.io.problems import UNFORESEEN, RecordError, malformed
 
 NAME = "verl_tensors"
 PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
@@ -65,13 +67,19 @@ def load_arrays(path: Path) -> dict[str, object]:
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic == b"PAR1":
-        import pyarrow.parquet as pq
+        from engine.io.native_parquet import _read_errors, open_parquet
 
-        table = pq.read_table(path)
+        try:
+            table = open_parquet(path).read()
+        except _read_errors() as e:
+            raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
         out = {}
         for name in table.column_names:
             col = table.column(name).to_pylist()
-            out[name] = [np.asarray(v) for v in col] if col and isinstance(col[0], list) else np.asarray(col)
+            if any(isinstance(v, list) for v in col):  # list column: one array per row, None for a null row
+                out[name] = [None if v is None else np.asarray(v) for v in col]
+            else:
+                out[name] = np.asarray(col)
         return out
     if not zipfile.is_zipfile(path):
         raise ValueError(f"{path}: not a .pt/.npz zip archive or Parquet file")
@@ -99,26 +107,61 @@ def load_arrays(path: Path) -> dict[str, object]:
 
 def _row(data: dict, name: str, b: int):
     value = data.get(name)
-    return None if value is None else np.asarray(value[b])
+    return None if value is None or value[b] is None else np.asarray(value[b])
+
+
+SAME_LENGTH = ("response_mask", "token_level_scores", "token_level_rewards", "turn_ids", *PER_TOKEN)
+AT_LEAST = ("attention_mask", "turn_sequence_tensor")  # [B, P+T]: the response is the last T columns
+PER_ROW = ("reward_baselines", "truncated")
+
+
+def _rows(value: object) -> int | None:
+    """Number of rows of an array or list (None for a scalar or anything else)."""
+    if isinstance(value, list) or (isinstance(value, np.ndarray) and value.ndim > 0):
+        return len(value)
+    return None
+
+
+def _misfit(data: dict, name: str, B: int) -> str | None:
+    """Why field ``name`` does not fit ``responses`` (None if it does); null Parquet rows always fit."""
+    value = data[name]
+    shape, dtype = f"shape does not match responses ({B} rows)", "values are not numbers"
+    if _rows(value) != B:
+        return shape
+    if name in PER_ROW:
+        try:
+            arr = np.asarray(value)
+        except ValueError:  # ragged
+            return shape
+        return shape if arr.ndim != 1 else (dtype if arr.dtype.kind not in "biuf" else None)
+    for b in range(B):
+        row, resp = _row(data, name, b), _row(data, "responses", b)
+        if row is None or resp is None:
+            continue
+        width = len(row) - len(resp) if row.ndim == 1 else -1
+        if width < 0 or (width and name not in AT_LEAST):
+            return shape
+        if row.dtype.kind not in "biuf":
+            return dtype
+        prompt = _row(data, "prompts", b) if name == "attention_mask" else None
+        if prompt is not None and prompt.ndim == 1 and len(prompt) > width:
+            return shape
+    return None
 
 
 def _check_shapes(data: dict, B: int, ctx: LoadContext) -> None:
-    """Drop (with a problem) any per-token field whose row length disagrees with ``responses``."""
-    ref = data["responses"]
-    for name in ("response_mask", "token_level_scores", "token_level_rewards", *PER_TOKEN):
-        value = data.get(name)
-        if value is None:
-            continue
-        bad = len(value) != B or any(len(np.asarray(value[b])) != len(np.asarray(ref[b])) for b in range(B))
-        if bad:
-            ctx.problem(None, name, f"shape does not match responses ({B} rows); field ignored")
+    """Drop (with a problem) any field whose shape or dtype does not fit ``responses``."""
+    for name in (*SAME_LENGTH, *AT_LEAST, *PER_ROW):
+        why = _misfit(data, name, B) if data.get(name) is not None else None
+        if why:
+            ctx.problem(None, name, f"{why}; field ignored")
             del data[name]
 
 
 def _group_ids(data: dict, B: int) -> list[str | None]:
     for key in ("uid", "index"):
-        if data.get(key) is not None and len(data[key]) == B:
-            return [str(x) for x in np.asarray(data[key]).tolist()]
+        if data.get(key) is not None and _rows(data[key]) == B:
+            return [str(x.tolist() if isinstance(x, np.ndarray) else x) for x in data[key]]
     return [None] * B
 
 
@@ -138,31 +181,34 @@ def _turns_go_backwards(turns: np.ndarray) -> bool:
 
 
 def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str) -> Trajectory:
-    ids = _row(data, "responses", b).astype(TOKEN_DTYPE)
+    ids = _row(data, "responses", b)
+    if ids is None or ids.ndim != 1:
+        raise RecordError("responses", "expected a row of token ids")
     T = len(ids)
     attn = _row(data, "attention_mask", b)
-    resp_attn = attn[-T:] if attn is not None else np.ones(T)
+    resp_attn = attn[len(attn) - T :] if attn is not None else np.ones(T)
     valid = resp_attn > 0
+    ids = as_token_ids(ids[valid], "responses")  # padding may hold anything
     generated = _row(data, "response_mask", b)
     generated = (generated > 0) if generated is not None else valid
     per_token = {}
     for src, dst in PER_TOKEN.items():
         value = _row(data, src, b)
         if value is not None:
-            per_token[dst] = as_float_array(value.astype(FLOAT_DTYPE), src)[valid]
+            per_token[dst] = as_float_array(value[valid], src)
     scores = _row(data, "token_level_scores", b)
     scores = scores if scores is not None else _row(data, "token_level_rewards", b)
     if scores is not None:
-        per_token["scores"] = as_float_array(scores.astype(FLOAT_DTYPE), "token_level_scores")[valid]
+        per_token["scores"] = as_float_array(scores[valid], "token_level_scores")
     for key in ("turn_ids", "turn_sequence_tensor"):
         turns = _row(data, key, b)
         if turns is not None and _turns_go_backwards(turns[-T:][valid & generated]):
             raise RecordError(key, "turn ids go backwards")
     prompt_ids = _row(data, "prompts", b)
     if prompt_ids is not None:
-        prompt_ids = prompt_ids.astype(TOKEN_DTYPE)
-        if attn is not None and len(attn) > T:
+        if attn is not None and len(attn) > T and len(prompt_ids):
             prompt_ids = prompt_ids[attn[: len(attn) - T][-len(prompt_ids) :] > 0]
+        prompt_ids = as_token_ids(prompt_ids, "prompts")
     metadata: dict = {}
     if data.get("reward_baselines") is not None:
         metadata["reward_baseline"] = float(np.asarray(data["reward_baselines"])[b])
@@ -172,7 +218,7 @@ def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str)
         id=f"{stem}/row-{b}",
         group_id=group or (prompt_group_id(prompt_ids.tolist()) if prompt_ids is not None else f"{stem}/row-{b}"),
         prompt=None if prompt_ids is not None else "",
-        segments=mask_segments(ids[valid], generated[valid], other_role="tool", **per_token),
+        segments=mask_segments(ids, generated[valid], other_role="tool", **per_token),
         global_rewards={k: float(v[b]) for k, v in rewards.items()},
         metadata=metadata,
         prompt_token_ids=prompt_ids,
@@ -186,7 +232,9 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
         data["responses"] = data.pop("response_ids")
     if "responses" not in data:
         raise ValueError(f"{path}: a verl tensor dump needs 'responses'; found {sorted(data)}")
-    B = len(data["responses"])
+    B = _rows(data["responses"])
+    if B is None:
+        raise ValueError(f"{path}: 'responses' is not a [B, T] array")
     _check_shapes(data, B, ctx)
     groups, rewards = _group_ids(data, B), _globals(data, B)
     for b in range(B):
@@ -194,5 +242,7 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
             yield None, f"row[{b}].", _trajectory(data, b, groups[b], rewards, Path(path).stem)
         except RecordError as err:
             ctx.log.add_error(ctx.file, None, err, f"row[{b}].")
+        except UNFORESEEN as err:
+            ctx.log.add_error(ctx.file, None, malformed(err), f"row[{b}].")
         if b % 256 == 0:
             ctx.progress(b / max(B, 1), f"reading {Path(path).name}: row {b:,} of {B:,}")
