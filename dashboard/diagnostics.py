@@ -18,11 +18,11 @@ import pandas as pd
 
 from dashboard.tokens_html import HIGHLIGHT_CSS, MAX_TEXT_TOKENS, escape
 from engine.lint import CHECKS, SEVERITIES
+from engine.lint.model import SEVERITY_RANK
 
 MAX_HIGHLIGHT = 2000  # token positions kept (and outlined) per trajectory of a finding
 MAX_ROWS_KEPT = 500  # trajectories per finding whose positions are kept; the picker offers these
 IDS_SHOWN = 5  # affected trajectory ids written out on a finding's card
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 SEVERITY_STYLE = {  # (badge background, text, card border) per severity
     "error": ("#b71c1c", "#ffffff", "#e57373"),
     "warning": ("#e65100", "#ffffff", "#ffb74d"),
@@ -205,7 +205,8 @@ def highlight_note_html(
             inside = int(((pos >= window[0]) & (pos < window[1])).sum())
             if inside < len(pos):
                 here = sorted({int(p) // MAX_TEXT_TOKENS + 1 for p in pos} - {window[0] // MAX_TEXT_TOKENS + 1})
-                what += f" This text window shows {inside:,} of them; the others are in window {_list(here)}."
+                where = f"window{'s' if len(here) > 1 else ''} {_list(here)}"
+                what += f" This text window shows {inside:,} of them; the others are in {where}."
     elif v.num_tokens:
         what = f"Flagged, but only the first {MAX_ROWS_KEPT} trajectories' tokens are kept: nothing outlined here."
     else:

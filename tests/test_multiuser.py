@@ -314,12 +314,26 @@ async def act(page, i: int, runs: Path) -> list[str]:
     elif i == 6:  # γ slider
         await press_slider(page, "γ", "ArrowLeft", 2)
         await until(page, "() => document.body.innerText.includes('g:0.98')", "γ slider")
-    elif i == 7:  # an upload over the limit: refused with a message, the session keeps its run
+    elif i == 7:  # an upload over the limit: refused in the browser, the session keeps its run
         sidebar = page.locator("[data-testid='stSidebar']")
         await sidebar.locator("input[type='file']").set_input_files(str(runs / "session_99.jsonl"))
-        await page.wait_for_function(_has("stSidebar", "or smaller"), timeout=WAIT_MS, polling=100)
+        # what a person sees: the file's chip turns red, and hovering it says why (the same text is the chip's
+        # screen-reader alert)
+        chip = sidebar.locator("[data-testid='stFileChip'][aria-invalid='true']")
+        await chip.wait_for(timeout=WAIT_MS)
+        tip = page.locator("[role='tooltip'], [data-testid='stTooltipContent']").filter(has_text="or smaller")
+        for _ in range(4):  # bounded: a rerun of the page may redraw the chip under the pointer
+            await page.mouse.move(700, 10)
+            await chip.hover()
+            try:
+                await tip.first.wait_for(timeout=5_000)
+                break
+            except Exception:  # noqa: BLE001 - hover again
+                await idle(page)
+        notes = [await chip.inner_text(), await tip.first.inner_text()]
+        await page.mouse.move(700, 10)
         await idle(page)
-        return [await sidebar.inner_text()]
+        return notes
     return [code]
 
 
@@ -362,9 +376,10 @@ def test_eight_sessions_stay_apart(server, runs: Path) -> None:
     assert "Checks run" in seen[2].text  # the page switches ended on Diagnostics
     assert "Turn components" in seen[4].text
     assert f"{marker(5)}-traj2" in seen[5].text
-    # the refused upload: Streamlit's message names the limit, and the session still shows its own run
-    refused = seen[7].notes[0]
-    assert f"{UPLOAD_LIMIT_MB}.0MB or smaller" in refused or "or smaller" in refused, refused
+    # the refused upload: a red chip for the 2 MB file, whose tooltip names the limit; the run stays loaded
+    chip, tip = seen[7].notes
+    assert "session_99.jsonl" in chip and "MB" in chip, chip
+    assert tip == f"File must be {UPLOAD_LIMIT_MB}.0MB or smaller.", tip
     assert run_name(7) in seen[7].text
 
 
@@ -397,9 +412,11 @@ def test_hostile_run_is_inert_on_every_page(server, runs: Path) -> None:
     for title, (injected, _, errors) in tour.items():
         assert not errors, f"{title}: {errors[0][:500]}"
         assert injected == {"pwned": None, "imgs": 0, "scripts": 0}, f"{title}: {injected}"
-    # the literal text is on screen: token text and ids (token view), component names (designer, diagnostics)
+    # the literal text is on screen: the run name or an id in every heading, token text, component names
+    for title, (_, main, _) in tour.items():
+        assert SCRIPT in main, f"{title}: the literal {SCRIPT!r} is not on screen"
     tokens = tour["Token view"][1]
-    assert f"{SCRIPT} {IMG} {CLOSE}" in tokens and f"h0{IMG}" in tokens
-    assert IMG in tour["Reward designer"][1]
-    assert f"{CLOSE}{SCRIPT}" in tour["Diagnostics"][1] or IMG in tour["Diagnostics"][1]
-    assert f"h1{SCRIPT}" in tour["Group view"][1] or f"h0{IMG}" in tour["Group view"][1]
+    assert f"{SCRIPT} {IMG} {CLOSE}" in tokens and f"h0{IMG}" in tokens  # token text, trajectory id
+    assert f"h0{IMG}" in tour["Group view"][1]
+    for title in ("Reward designer", "Diagnostics"):  # reward component names
+        assert IMG in tour[title][1] and f"{CLOSE}{SCRIPT}" in tour[title][1], title
