@@ -1,19 +1,13 @@
-"""CreditLens: `streamlit run app.py`. The frame only: page config, the shared sidebar, navigation."""
+"""CreditLens: `streamlit run app.py`. The frame only: page config, the shared sidebar, navigation.
+
+Streamlit runs this file as ``__main__`` for every page run (``main`` below). ``streamlit run app.py`` first
+imports it as the module ``app`` and finds ``app = st.App(...)``: that serves this same file and, while the
+server starts, warms the engine up in the background (``dashboard/warmup.py``), so the first page paints fast.
+"""
 
 import time
 
 import streamlit as st
-
-from dashboard import sidebar, state
-from dashboard.state import K
-from engine.perf import tune_allocator
-
-tune_allocator()  # big [B, T] temporaries reuse heap memory instead of fresh mmaps (idempotent, per process)
-
-started = time.perf_counter()
-st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
-state.init()
-state.keep_widget_state()
 
 PAGES = (
     ("dashboard/pages/overview.py", "Run overview", "overview", ":material/dashboard:"),
@@ -25,21 +19,45 @@ PAGES = (
     ("dashboard/pages/diagnostics.py", "Diagnostics", "diagnostics", ":material/troubleshoot:"),
     ("dashboard/pages/learn.py", "Learn", "learn", ":material/school:"),
 )
-landing = st.session_state.get(K.LANDING)
-if landing not in {p[2] for p in PAGES}:
-    landing = "tokens"
-page = st.navigation(
-    {
-        "CreditLens": [
-            st.Page(path, title=t, url_path=url, icon=icon, default=url == landing) for path, t, url, icon in PAGES
-        ]
-    }
-)
-ctx = sidebar.draw()
-st.session_state[K.CONTEXT] = ctx
-status = st.sidebar.empty()
-state.write_query_params(page.url_path or landing)
-try:
-    page.run()
-finally:  # also when a page ends early with st.stop()
-    sidebar.engine_status(status, ctx, time.perf_counter() - started)
+
+
+def main() -> None:
+    started = time.perf_counter()  # the sidebar's "page run" time counts the first run's imports too
+    from dashboard import warmup
+
+    warmup.wait_for_imports()  # never import the engine from two threads at once
+    from dashboard import sidebar, state
+    from dashboard.state import K
+    from engine.perf import tune_allocator
+
+    tune_allocator()  # big [B, T] temporaries reuse heap memory instead of fresh mmaps (idempotent, per process)
+    st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
+    state.init()
+    state.keep_widget_state()
+    landing = st.session_state.get(K.LANDING)
+    if landing not in {p[2] for p in PAGES}:
+        landing = "tokens"
+    page = st.navigation(
+        {
+            "CreditLens": [
+                st.Page(path, title=t, url_path=url, icon=icon, default=url == landing)
+                for path, t, url, icon in PAGES
+            ]
+        }
+    )
+    ctx = sidebar.draw()
+    st.session_state[K.CONTEXT] = ctx
+    status = st.sidebar.empty()
+    state.write_query_params(page.url_path or landing)
+    try:
+        page.run()
+    finally:  # also when a page ends early with st.stop()
+        sidebar.engine_status(status, ctx, time.perf_counter() - started)
+
+
+if __name__ == "__main__":
+    main()
+else:  # imported by `streamlit run app.py` (or `uvicorn app:app`): the server, warmed up in the background
+    from dashboard.warmup import lifespan
+
+    app = st.App(__file__, lifespan=lifespan)

@@ -139,19 +139,9 @@ def _trajectory_picker(info: RunInfo) -> int:
 def _fix_state(info: RunInfo) -> None:
     """Keep the scheme widgets' values valid for this run before they are drawn."""
     ss = st.session_state
+    values = {f: ss[cfg_key(f)] for f in state.CFG_FIELDS}
     names = [e.name for e in services.available_estimators(info)]
-    if ss[cfg_key("estimator")] not in names:
-        ss[cfg_key("estimator")] = "gae" if info.has_values else "grpo"
-    if info.has_values:
-        ss[cfg_key("value_source")] = None
-    elif ss[cfg_key("value_source")] not in ("zeros", "group_mean"):
-        ss[cfg_key("value_source")] = "zeros"
-    if not info.has_log_probs:
-        ss[cfg_key("use_kl_in_reward")] = False
-    if ss[cfg_key("stepwise_mode")] not in STEPWISE_MODES:  # a segmented control can be cleared
-        ss[cfg_key("stepwise_mode")] = "trajectory"
-    if ss[cfg_key("placement")] == "as_given" and not info.has_token_scores:
-        ss[cfg_key("placement")] = "auto"
+    ss.update({cfg_key(f): v for f, v in state.fit_scheme(values, info, names).items()})
 
 
 def _scheme_controls(info: RunInfo):

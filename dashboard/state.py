@@ -12,7 +12,7 @@ import streamlit as st
 
 from dashboard import schemes
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
-from engine.config import CreditConfig
+from engine.config import STEPWISE_MODES, CreditConfig
 
 
 class K:
@@ -34,6 +34,8 @@ class K:
     OVERLAYS = "tokens.overlays"
     WINDOW = "tokens.window"
     HEAT_ROWS = "tokens.heat_rows"
+    HEAT_SHOW = "tokens.heat_show"  # the heatmap toggle
+    HEAT_AUTO = "tokens.heat_auto"  # True until the toggle is touched: heatmap on for trajectories over one window
     HIGHLIGHT = "tokens.highlight"  # FindingView.ident of the Diagnostics finding whose tokens are outlined, or None
     # compare
     SCHEMES = "compare.schemes"  # list of scheme codes
@@ -87,6 +89,8 @@ DEFAULTS: dict = {
     K.OVERLAYS: ["info", "loss"],
     K.WINDOW: 1,
     K.HEAT_ROWS: ["token score", "reward", "value", "return", "advantage", "effective weight"],
+    K.HEAT_SHOW: False,
+    K.HEAT_AUTO: True,
     K.SCHEMES: list(schemes.DEFAULT_COMPARE),
     K.CMP_REF: 0,
     K.CMP_TURN_MODE: "per token",
@@ -167,6 +171,25 @@ def write_query_params(page: str) -> None:
     params["schemes"] = schemes.encode_many(ss.get(K.SCHEMES, []))
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
         st.query_params.from_dict(params)
+
+
+def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
+    """The sidebar's scheme ``values`` ({CreditConfig field: value}) made valid for a run described by ``info``
+    (a ``tables.RunInfo``) whose computable estimators are ``estimators``: only the fields that change."""
+    fixed: dict = {}
+    if values["estimator"] not in estimators:
+        fixed["estimator"] = "gae" if info.has_values else "grpo"
+    if info.has_values:
+        fixed["value_source"] = None
+    elif values["value_source"] not in ("zeros", "group_mean"):
+        fixed["value_source"] = "zeros"
+    if not info.has_log_probs:
+        fixed["use_kl_in_reward"] = False
+    if values["stepwise_mode"] not in STEPWISE_MODES:  # a segmented control can be cleared
+        fixed["stepwise_mode"] = "trajectory"
+    if values["placement"] == "as_given" and not info.has_token_scores:
+        fixed["placement"] = "auto"
+    return {k: v for k, v in fixed.items() if values[k] != v}
 
 
 def sidebar_config() -> CreditConfig:

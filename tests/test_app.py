@@ -256,8 +256,12 @@ def test_default_opens_kgqa_token_view_with_key_widgets() -> None:
         assert at.sidebar.get_by_key(cfg_key(field)) is not None, field
     assert at.sidebar.selectbox(key=K.TRAJ).value == at.session_state[K.TRAJ]
     assert at.selectbox(key=K.QUANTITY).value == "advantage"
-    assert "tokens.heatmap" in charts(at)
     assert "cl-tokens" in html_text(at)
+    # short trajectories: the text shows every token, so the heatmap waits for its toggle (first paint)
+    assert "tokens.heatmap" not in charts(at)
+    at.toggle(key=K.HEAT_SHOW).set_value(True).run()
+    assert "tokens.heatmap" in charts(at)
+    assert at.session_state[K.HEAT_AUTO] is False
     assert any("Engine on" in c.value for c in at.sidebar.caption)
     assert at.query_params["page"] == "tokens" and at.query_params["scheme"] == "gae"
 
@@ -265,6 +269,7 @@ def test_default_opens_kgqa_token_view_with_key_widgets() -> None:
 def test_estimator_change_changes_the_chart_data() -> None:
     at = new_app()
     at.run()
+    at.toggle(key=K.HEAT_SHOW).set_value(True).run()
     before = charts(at)["tokens.heatmap"]["data"]
     at.sidebar.selectbox(key=cfg_key("estimator")).set_value("grpo").run()
     no_errors(at, "grpo")
@@ -484,3 +489,36 @@ def test_windows_cover_the_trajectory() -> None:
         ].iloc[0],
         200,
     )
+
+
+def test_long_trajectory_opens_with_its_heatmap() -> None:
+    """Past one text window the heatmap is the only view of every token: on without asking, until toggled."""
+    at = new_app({"page": "tokens"}, load=synthetic_long(rows=2, tokens=1500, turns=3))
+    at.run()
+    no_errors(at, "long token view")
+    assert at.toggle(key=K.HEAT_SHOW).value is True and "tokens.heatmap" in charts(at)
+    at.toggle(key=K.HEAT_SHOW).set_value(False).run()
+    assert "tokens.heatmap" not in charts(at) and at.session_state[K.HEAT_AUTO] is False
+
+
+def test_warmup_computes_exactly_the_first_page_runs_view() -> None:
+    """The server's warm-up fills the caches under the keys a new session's first page run reads: same run,
+    same scheme (as the sidebar fits it to the run), same trajectory."""
+    from dashboard import warmup
+
+    handle, cfg, i = warmup.landing_view()
+    at = new_app()
+    at.run()
+    no_errors(at, "default")
+    ctx = at.session_state[K.CONTEXT]
+    assert (ctx.handle.key, ctx.config, ctx.traj) == (handle.key, cfg, i)
+    assert ctx.handle.session_only is False  # the shared cache, the one the warm-up filled
+
+
+def test_streamlit_run_serves_app_py_as_an_asgi_app_with_the_warmup() -> None:
+    """`streamlit run app.py` finds ``app = st.App(...)`` (so its lifespan starts the warm-up); AppTest and
+    every page run execute the same file as ``__main__``, where that branch is skipped."""
+    from streamlit.web.server.app_discovery import discover_asgi_app
+
+    found = discover_asgi_app(Path(APP))
+    assert found.is_asgi_app and found.import_string == "app:app"

@@ -76,9 +76,21 @@ with st.container(height=520 if stop - start > 250 else "content", border=True):
     st.html(tokens_html.token_html(table, quantity, vmax, overlays, (start, stop), turn_labels, highlight=marked))
 
 st.subheader("Every token, every quantity")
-st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]
-rows = st.multiselect("Heatmap rows", quantities, key=K.HEAT_ROWS)
-widgets.chart(make_token_heatmap_figure(table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
+# Off by default while the text above shows every token: the chart library's first load holds the page's
+# first paint back by about a second. On for trajectories longer than one text window, until toggled.
+if st.session_state[K.HEAT_AUTO]:
+    st.session_state[K.HEAT_SHOW] = n > tokens_html.MAX_TEXT_TOKENS
+show_heat = st.toggle(
+    "Heatmap of every quantity at every position",
+    key=K.HEAT_SHOW,
+    on_change=lambda: st.session_state.update({K.HEAT_AUTO: False}),
+    help="Rows: the quantities chosen below; columns: token positions (all of them, also past the text window). "
+    "Hover a cell for its value.",
+)
+if show_heat:
+    st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]
+    rows = st.multiselect("Heatmap rows", quantities, key=K.HEAT_ROWS)
+    widgets.chart(make_token_heatmap_figure(table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
 
 st.subheader("Per turn")
 st.dataframe(turns, hide_index=True, width="stretch")

@@ -1,0 +1,112 @@
+"""Warm the server up while it starts: import the engine and compute the landing view before anyone asks.
+
+``streamlit run app.py`` finds ``app.py``'s ``st.App`` and serves it; its lifespan (``lifespan`` below) starts
+one background thread that imports torch, pandas and plotly and fills the shared caches with exactly what a new
+session's first page run reads: the default sample, its batch, the default scheme's result and the token view
+of its first trajectory. The first browser session then finds them computed (or waits on the same cache entry
+instead of computing it twice). Without the warm-up (AppTest, ``CREDITLENS_WARMUP=0``) nothing changes but the
+first page run's time. Failures are logged and otherwise ignored: the session computes what it needs itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+
+from streamlit.logger import get_logger
+
+LOG = get_logger("creditlens.warmup")  # Streamlit's handler and level: the server's log shows it
+NAME = "creditlens-warmup"
+ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
+IMPORT_WAIT_S = 120
+# Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
+# (``wait_for_imports``): importing the same modules from two threads at once can hand one of them a module
+# still being filled in (the estimator registry seen empty: "CreditConfig.estimator: 'grpo' is not one of []").
+_imported = threading.Event()
+_thread: threading.Thread | None = None
+
+
+def landing_view():
+    """(run handle, scheme, trajectory index) of a new session's first page: the default sample under the
+    sidebar's default scheme as the sidebar fits it to the run, trajectory 0."""
+    from dashboard import services, state
+    from dashboard.sources import DEFAULT_SAMPLE, RunRef
+    from engine.config import CreditConfig
+
+    handle = services.open_run(RunRef("sample", DEFAULT_SAMPLE), {})
+    info = services.run_info(handle)
+    values = {f: getattr(state.DEFAULT_SCHEME, f) for f in state.CFG_FIELDS}
+    values.update(state.fit_scheme(values, info, [e.name for e in services.available_estimators(info)]))
+    cfg = services.effective_config(info, CreditConfig(**values), values["value_source"])
+    return handle, cfg, 0
+
+
+def _import_all() -> None:
+    """Everything a page run imports: the engine (torch), the loader, the dashboard (pandas, plotly)."""
+    import engine  # noqa: F401 - registers every estimator
+    import engine.io  # noqa: F401
+    from dashboard import services, sidebar, state, widgets  # noqa: F401
+    from dashboard.figures import analytics, compare, designer, groups, overview, tokens  # noqa: F401
+
+
+def wait_for_imports() -> None:
+    """Block until a running warm-up has done its imports (at once when there is none, or it failed)."""
+    if _thread is not None and _thread.is_alive() and not _imported.wait(IMPORT_WAIT_S):
+        LOG.warning("warm-up imports still running after %d s; going on", IMPORT_WAIT_S)
+
+
+def warm() -> float:
+    """Import everything, then compute the landing view into the caches; returns the seconds it took."""
+    t0 = time.perf_counter()
+    try:
+        _import_all()
+    finally:
+        _imported.set()
+    from dashboard import services
+    from dashboard.figures.tokens import make_token_heatmap_figure
+    from engine.perf import tune_allocator
+
+    tune_allocator()
+    handle, cfg, i = landing_view()
+    services.compute(handle, cfg)
+    services.trajectory_summary(handle, cfg)
+    services.turn_table(handle, cfg, i)
+    table = services.token_table(handle, cfg, i)
+    make_token_heatmap_figure(table, ["advantage"])  # plotly builds its validators on the first figure
+    return time.perf_counter() - t0
+
+
+class _QuietWarmup(logging.Filter):
+    """Drops Streamlit's "missing ScriptRunContext" warnings that the warm-up's cache calls raise (they run in
+    no page run on purpose); everything else, and every other thread's warnings, pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.threadName == NAME and "missing ScriptRunContext" in record.getMessage())
+
+
+def _run() -> None:
+    logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietWarmup())
+    try:
+        LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
+    except Exception:  # noqa: BLE001 - a failed warm-up only costs the first session its time
+        LOG.warning("warm-up failed; the first session computes its view itself", exc_info=True)
+
+
+def start() -> threading.Thread | None:
+    """Start the warm-up in a daemon thread (unless ``CREDITLENS_WARMUP=0``)."""
+    global _thread
+    if os.environ.get(ENV, "1") == "0":
+        return None
+    _thread = threading.Thread(target=_run, name=NAME, daemon=True)
+    _thread.start()
+    return _thread
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    """``st.App`` lifespan: start the warm-up and serve at once (the thread does not hold up startup)."""
+    start()
+    yield
