@@ -53,6 +53,15 @@ settings.register_profile("long", settings.get_profile("ci"), max_examples=20 * 
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+GENERATED: Counter = Counter()  # records written per format in this session (printed at the end)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def report_generated():
+    yield
+    print("\nfuzzed records per format: " + ", ".join(f"{k} {v:,}" for k, v in sorted(GENERATED.items())))
+
+
 def fuzz(share: float = 1.0) -> settings:
     """The profile's settings with ``share`` of its examples (applied per test, not with ``load_profile``, so the
     other hypothesis tests keep their own settings)."""
@@ -633,6 +642,7 @@ def test_json_loaders_account_for_every_record(tmp_path_factory, fmt, data):
     crlf, bom = data.draw(st.booleans(), label="crlf"), data.draw(st.booleans(), label="bom")
     max_bytes = data.draw(st.sampled_from((None, None, None, 2048)), label="max_bytes")
     tmp = tmp_path_factory.mktemp(fmt)
+    GENERATED[fmt] += 2 * sum(e is not None for e in entries)  # written as JSONL and as one JSON array
     jsonl_checks(tmp / f"{fmt}.jsonl", fmt, entries, crlf, bom, max_bytes)
     array_checks(tmp / f"{fmt}.json", fmt, entries, data.draw(st.sampled_from((None, 1)), label="indent"))
 
@@ -751,10 +761,11 @@ def row_index(p) -> int | None:
     return int(m.group(1)) if m else None
 
 
-@fuzz(0.5)
+@fuzz()
 @given(data=st.data())
 def test_native_parquet_accounts_for_every_row(tmp_path_factory, data):
     rows = data.draw(parquet_rows(), label="rows")
+    GENERATED["native parquet"] += len(rows)
     header = data.draw(st.one_of(st.none(), parquet_json, native_header().map(lambda h: json.dumps(h["creditlens"]))))
     table = pa.Table.from_pylist([e.value for e in rows], schema=_schema())
     if header is not None:
@@ -858,6 +869,7 @@ def test_verl_tensor_dumps_account_for_every_row(tmp_path_factory, suffix, data)
     write_dump(path, d, data)
     res = load(path, fmt="verl_tensors")  # detection needs a mask column, which a broken dump may lack
     B = len(d["responses"])
+    GENERATED[f"verl_tensors {suffix}"] += B
     loaded = {t.id for t in res.run.trajectories}
     rows = Counter(row_index(p) for p in res.problems)
     assert all(p.line is None for p in res.problems)
