@@ -4,7 +4,8 @@
     python scripts/screenshots.py /tmp/shots --run lint_cases --pages diagnostics
 
 On the Diagnostics page it also follows the first finding's "Open in token view" link (the first that flags
-single tokens) and saves the highlighted token view as ``tokens_highlight.png``.
+single tokens) and saves the highlighted token view as ``tokens_highlight.png``; on the token view it also turns
+the heatmap on (``tokens_heatmap.png``) when the trajectory is short enough to open without it.
 
 Starts ``streamlit run app.py`` on a free local port, drives Debian's Chromium (``/usr/bin/chromium``, or
 ``BROWSER_PATH``) through Playwright, and writes ``OUT_DIR/<page>.png``. Nothing is downloaded.
@@ -170,6 +171,14 @@ def main() -> None:
                     wait_idle(page)
                     fit_to_content(page, args.width)
                     path = args.out / "learn_rllm_modes.png"
+                    page.screenshot(path=str(path), full_page=True)
+                    print(path)
+                if name == "tokens" and not page.locator("[data-testid='stPlotlyChart']").count():
+                    page.get_by_text("Heatmap of every quantity at every position").click()  # off for short ones
+                    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
+                    wait_idle(page)
+                    fit_to_content(page, args.width)
+                    path = args.out / "tokens_heatmap.png"
                     page.screenshot(path=str(path), full_page=True)
                     print(path)
                 if name == "diagnostics":
