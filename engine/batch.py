@@ -84,7 +84,8 @@ class TrajectoryBatch:
     """B trajectories, T response tokens each (right-padded). See the module docstring for mask meanings.
 
     Fields (shapes):
-        token_ids [B, T] long; attention_mask, action_mask [B, T] float 0/1; turn_ids [B, T] long (-1 = padding);
+        token_ids [B, T] long or int32; attention_mask, action_mask [B, T] float 0/1;
+        turn_ids [B, T] long or int32 (-1 = padding; index with ``.long()``);
         group_ids [B] long (rows of one prompt share an id); old_log_probs, ref_log_probs, values [B, T] or None;
         reward_baselines [B] or None (ReMax greedy scores); token_scores [B, T] or None;
         sum_pi_squared [B, T] or None (Σ_v π(v)² of the rollout policy, for the optimal token baseline);
@@ -121,13 +122,17 @@ class TrajectoryBatch:
         B, T = ids.shape
         dev = ids.device
         s = object.__setattr__
-        s(self, "token_ids", _as_long("token_ids", ids, (B, T), dev))
+        # int32 ids stay int32 (every vocabulary fits; half the memory of a big run's [B, T] ids), others go long
+        s(self, "token_ids", ids if ids.dtype == torch.int32 else _as_long("token_ids", ids, (B, T), dev))
         s(self, "attention_mask", _as_mask("attention_mask", self.attention_mask, (B, T), dev))
         s(self, "action_mask", _as_mask("action_mask", self.action_mask, (B, T), dev))
         if bool((self.action_mask > self.attention_mask).any()):
             bad = (self.action_mask > self.attention_mask).nonzero()[0].tolist()
             _fail("action_mask", f"action token outside the attention mask at index {bad}")
-        s(self, "turn_ids", _as_long("turn_ids", self.turn_ids, (B, T), dev))
+        tids = torch.as_tensor(self.turn_ids)  # int32 stays int32, like token_ids (the loader's batches)
+        s(self, "turn_ids", tids.to(dev) if tids.dtype == torch.int32 else _as_long("turn_ids", tids, (B, T), dev))
+        if tuple(self.turn_ids.shape) != (B, T):
+            _fail("turn_ids", f"expected shape {[B, T]}, got {list(self.turn_ids.shape)}")
         if bool((self.turn_ids < -1).any()):
             _fail("turn_ids", "turn ids must be >= 0 on tokens and -1 on padding")
         if bool(((self.turn_ids < 0) & (self.attention_mask > 0)).any()):
@@ -201,7 +206,7 @@ class TrajectoryBatch:
         """[B] number of turns: turn_mask count if structured rewards exist, else 1 + max turn id."""
         if self.turn_mask is not None:
             return self.turn_mask.sum(-1).long()
-        return (self.turn_ids.max(dim=-1).values + 1).clamp(min=0)
+        return (self.turn_ids.max(dim=-1).values + 1).clamp(min=0).long()
 
     @property
     def info_mask(self) -> torch.Tensor:

@@ -73,17 +73,19 @@ def add_synth_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_synth(args: argparse.Namespace) -> int:
     """Handler of ``synth``."""
-    from engine.io import save_run
-    from engine.io.synth import synth_run, write_preset
+    from engine.io.load import save_trajectories
+    from engine.io.synth import write_preset
+    from engine.io.synth.generic import iter_synth, synth_name
 
     start = time.perf_counter()
     if args.preset:
         write_preset(args.preset, args.out, args.seed)
         print(f"{args.out}: sample run {args.preset} ({time.perf_counter() - start:.1f}s)")
         return 0
-    run = synth_run(args.trajectories, args.tokens, seed=args.seed, group_size=args.group_size)
-    save_run(run, Path(args.out))
+    trajs = iter_synth(args.trajectories, args.tokens, seed=args.seed, group_size=args.group_size)
+    save_trajectories(trajs, Path(args.out), synth_name(args.trajectories, args.tokens, args.seed))  # streamed
     print(
-        f"{args.out}: {len(run)} synthetic trajectories x <= {args.tokens} tokens ({time.perf_counter() - start:.1f}s)"
+        f"{args.out}: {args.trajectories} synthetic trajectories x <= {args.tokens} tokens "
+        f"({time.perf_counter() - start:.1f}s)"
     )
     return 0

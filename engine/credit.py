@@ -9,6 +9,7 @@ batch ─► (1) token scores: structured turn/global rewards placed on tokens (
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from engine.groups import group_stats
 from engine.kl import apply_kl_penalty, kl_penalty
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
+from engine.scan import by_row_blocks
 from engine.shaping import (
     per_turn_sums,
     place_rewards,
@@ -96,8 +98,14 @@ class CreditResult:
         return q
 
 
-def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, device=None) -> CreditResult:
-    """Run the whole credit pipeline of ``cfg`` on ``batch`` (see the module docstring)."""
+def compute_credit(
+    batch: TrajectoryBatch, cfg: CreditConfig | None = None, device=None, token_extras: bool = True
+) -> CreditResult:
+    """Run the whole credit pipeline of ``cfg`` on ``batch`` (see the module docstring).
+
+    ``token_extras=False`` leaves the estimator's [B, T] intermediates (GAE's TD errors and raw advantages, …)
+    out of ``extras``, dropped as soon as the estimator returns: for programs that keep results of big batches
+    (the dashboard). Row and turn intermediates stay; every other field is the same."""
     cfg = cfg or CreditConfig()
     if batch.batch_size == 0 or batch.num_tokens == 0:
         raise ValueError(
@@ -157,6 +165,9 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         rollout_is_weights=batch.rollout_is_weights,
     )
     out = _run_mode(est, inp, cfg)
+    values = out.extras.get("values", batch.values)  # the values GAE used (critic or stand-in)
+    if not token_extras:
+        out = dataclasses.replace(out, extras={k: v for k, v in out.extras.items() if v.shape != rewards.shape})
 
     # (4) loss mask and weights
     scores = rewards.sum(-1)
@@ -166,7 +177,7 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         kept = verdicts == SOLVE_PARTIAL
     if cfg.mask_truncated_samples:
         kept = kept & ~batch.truncated
-    loss_mask = state_mask * kept[:, None]
+    loss_mask = state_mask if bool(kept.all()) else state_mask * kept[:, None]  # no [B, T] copy when all kept
     w = agg_weights(
         loss_mask,
         cfg.loss_agg_mode,
@@ -177,8 +188,9 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
     st = group_stats(scores, batch.group_ids, ddof=cfg.std_ddof)
 
     K = max(turn_r.shape[1] if turn_r is not None else int(batch.turn_ids.max().item()) + 1, 1)
-    trained_adv = torch.where(loss_mask.bool(), advantages, torch.zeros_like(advantages))
+    trained_adv = torch.where(loss_mask.bool(), advantages, 0.0)
     turn_sums = per_turn_sums(batch.turn_ids, K, trained_adv, rewards, loss_mask)  # (B, K, 3)
+    effective_weights = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     turn_rw = turn_r if turn_r is not None else turn_sums[..., 1]
 
     notes = dict(out.notes) | {"placement": placement, "profile": cfg.profile}
@@ -196,15 +208,15 @@ def compute_credit(batch: TrajectoryBatch, cfg: CreditConfig | None = None, devi
         token_level_scores=scores_tok,
         kl=kld,
         token_level_rewards=rewards,
-        values=out.extras.get("values", batch.values),
+        values=values,
         returns=out.returns,
         advantages=advantages,
         advantage_mask=adv_mask,
         loss_mask=loss_mask,
         agg_weights=w,
-        effective_weights=w * trained_adv,
+        effective_weights=effective_weights,
         scores=scores,
-        sample_scores=(out.returns * state_mask).sum(-1),
+        sample_scores=by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, state_mask),  # no [B, T] product
         group_mean=st.mean,
         group_std=st.std,
         group_size=st.size,

@@ -11,7 +11,8 @@ import torch
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """Σ where(mask, x, 0) · mask over ``dim`` (all elements when None)."""
-    v = torch.where(mask.bool(), x, torch.zeros_like(x)) * mask
+    v = torch.where(mask.bool(), x, 0.0)
+    v = v.mul_(mask) if torch.result_type(v, mask) == v.dtype else v * mask  # in place: one [B, T] copy fewer
     return v.sum() if dim is None else v.sum(dim=dim)
 
 
@@ -28,7 +29,7 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
     """
     mean = masked_mean(x, mask)
     centred = x - mean
-    var = masked_mean(centred * centred, mask)
+    var = masked_mean(centred.mul_(centred), mask)  # squared in place: one [B, T] temporary fewer
     n = mask.sum()
     if unbiased:
         if n == 0:

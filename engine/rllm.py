@@ -49,7 +49,8 @@ def step_layout(inp: EstimatorInput) -> StepLayout:
     steps = counts > 0
     attn = (inp.turn_ids >= 0).to(inp.token_level_rewards.dtype)
     step_rewards = (
-        torch.zeros_like(counts).scatter_add_(1, inp.turn_ids.clamp(min=0), inp.token_level_rewards * attn) * steps
+        torch.zeros_like(counts).scatter_add_(1, inp.turn_ids.clamp(min=0).long(), inp.token_level_rewards * attn)
+        * steps
     )
     last_pos = turn_last_positions(inp.turn_ids, inp.response_mask, K)
     return StepLayout(steps, steps.sum(-1), last_pos, step_rewards)
@@ -142,7 +143,7 @@ def run_per_step(est: Estimator, inp: EstimatorInput, cfg) -> EstimatorOutput:
     out = est.fn(_rows(inp, row, vmask, rewards, groups), cfg)
     vindex = torch.full((B, K), -1, dtype=torch.long, device=row.device)
     vindex[row, k] = torch.arange(N, device=row.device)
-    tok_v = vindex.gather(1, inp.turn_ids.clamp(min=0))  # (B, T) virtual row of each token
+    tok_v = vindex.gather(1, inp.turn_ids.clamp(min=0).long())  # (B, T) virtual row of each token
     ok = (tok_v >= 0) & (inp.turn_ids >= 0)
     src = tok_v.clamp(min=0)
     t_idx = torch.arange(T, device=row.device).expand(B, T)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from engine.batch import TrajectoryBatch
+from engine.scan import by_row_blocks
 
 
 def _weights(names: tuple[str, ...], table: tuple[tuple[str, float], ...], like: torch.Tensor) -> torch.Tensor:
@@ -79,17 +80,24 @@ def last_index(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def per_turn_sums(turn_ids: torch.Tensor, K: int, *xs: torch.Tensor) -> torch.Tensor:
-    """s[i, k, j] = Σ_{t: turn_ids[i, t] = k} xs[j][i, t] for turns 0..K−1, in one scatter. (B, K, len(xs))."""
-    idx = turn_ids.clamp(min=0, max=max(K - 1, 0))
-    inside = ((turn_ids >= 0) & (turn_ids < K)).unsqueeze(-1)
-    src = torch.where(inside, torch.stack(xs, dim=-1), torch.zeros((), dtype=xs[0].dtype, device=xs[0].device))
-    out = torch.zeros(turn_ids.shape[0], K, len(xs), dtype=src.dtype, device=src.device)
-    return out.scatter_add_(1, idx.unsqueeze(-1).expand_as(src), src)
+    """s[i, k, j] = Σ_{t: turn_ids[i, t] = k} xs[j][i, t] for turns 0..K−1: one scatter per x, in row blocks
+    (``engine.scan.by_row_blocks``), so the index and masked copies are never [B, T] at once. (B, K, len(xs))."""
+    return by_row_blocks(lambda ids, *vals: _per_turn_sums_rows(ids, K, *vals), turn_ids, *xs)
+
+
+def _per_turn_sums_rows(turn_ids: torch.Tensor, K: int, *xs: torch.Tensor) -> torch.Tensor:
+    idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
+    inside = (turn_ids >= 0) & (turn_ids < K)
+    B = turn_ids.shape[0]
+    sums = [
+        torch.zeros(B, K, dtype=x.dtype, device=x.device).scatter_add_(1, idx, torch.where(inside, x, 0.0)) for x in xs
+    ]
+    return torch.stack(sums, dim=-1)
 
 
 def turn_token_counts(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> torch.Tensor:
     """n[i, k] = number of mask tokens in turn k. (B, K)."""
-    idx = turn_ids.clamp(min=0, max=max(K - 1, 0))
+    idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
     inside = (turn_ids >= 0) & (turn_ids < K)
     return torch.zeros(mask.shape[0], K, dtype=mask.dtype, device=mask.device).scatter_add_(1, idx, mask * inside)
 
@@ -97,9 +105,9 @@ def turn_token_counts(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> tor
 def turn_last_positions(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> torch.Tensor:
     """Position of the last mask token of each turn, −1 if none. (B, K) long."""
     B, T = mask.shape
-    idx = turn_ids.clamp(min=0, max=max(K - 1, 0))
+    idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
     ok = mask.bool() & (turn_ids >= 0) & (turn_ids < K)
-    pos = torch.where(ok, torch.arange(T, device=mask.device).expand(B, T), torch.full_like(turn_ids, -1))
+    pos = torch.where(ok, torch.arange(T, device=mask.device).expand(B, T), -1)
     return torch.full((B, K), -1, dtype=torch.long, device=mask.device).scatter_reduce_(1, idx, pos, "amax")
 
 
@@ -131,7 +139,7 @@ def place_rewards(
             K = turn_r.shape[1]
             n = turn_token_counts(batch.turn_ids, mask, K)
             per_tok = torch.where(n > 0, turn_r / n.clamp(min=1), torch.zeros_like(turn_r))
-            idx = batch.turn_ids.clamp(min=0, max=max(K - 1, 0))
+            idx = batch.turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
             inside = (batch.turn_ids >= 0) & (batch.turn_ids < K)
             out = out + torch.gather(per_tok, 1, idx) * mask * inside
         return out

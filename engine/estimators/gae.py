@@ -15,13 +15,20 @@ import torch
 
 from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
-from engine.scan import Compaction, discounted_reverse_cumsum
+from engine.scan import Compaction, by_row_blocks, discounted_reverse_cumsum
 
 
 def gae_raw(
     rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float, skip_holes: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unwhitened GAE advantages and TD errors, both (B, T)."""
+    """Unwhitened GAE advantages and TD errors, both (B, T). Rows are independent: a big batch runs in row
+    blocks (``engine.scan.by_row_blocks``)."""
+    return by_row_blocks(lambda r, v, m: _gae_rows(r, v, m, gamma, lam, skip_holes), rewards, values, mask)
+
+
+def _gae_rows(
+    rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float, skip_holes: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     if skip_holes:
         cm = Compaction(mask)
         r = cm.compact(rewards)  # (B, T) valid tokens first

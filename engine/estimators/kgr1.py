@@ -24,7 +24,7 @@ def _require_structured(inp: EstimatorInput, name: str) -> None:
 def _turn_token_values(per_turn: torch.Tensor, turn_ids: torch.Tensor, action_mask: torch.Tensor) -> torch.Tensor:
     """Write per-turn values [B, K] onto the action tokens of each turn. (B, T)."""
     K = per_turn.shape[1]
-    idx = turn_ids.clamp(min=0, max=max(K - 1, 0))
+    idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
     out = torch.gather(per_turn, 1, idx) if K > 0 else torch.zeros_like(action_mask)
     inside = (turn_ids >= 0) & (turn_ids < K) & action_mask.bool()
     return torch.where(inside, out, torch.zeros_like(out))

@@ -14,13 +14,17 @@ import torch
 
 from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
-from engine.scan import Compaction, discounted_reverse_cumsum, next_hole_distance
+from engine.scan import Compaction, by_row_blocks, discounted_reverse_cumsum, next_hole_distance
 
 
 def reinforce_returns(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_mode: str) -> torch.Tensor:
     """REINFORCE++ returns (B, T). carry: discounted over valid tokens, 0 on holes and padding. reset: exactly
     what older verl's loop leaves at every position, G_t = Σ_{k=t}^{e−1} γ^(k−t) r_k with e the first hole
     after t (holes included: a hole reports its own reward plus the valid run that follows it)."""
+    return by_row_blocks(lambda r, m: _returns_rows(r, m, gamma, hole_mode), rewards, mask)
+
+
+def _returns_rows(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_mode: str) -> torch.Tensor:
     if hole_mode == "carry":
         cm = Compaction(mask)
         return cm.expand_next_valid(discounted_reverse_cumsum(cm.compact(rewards), gamma)) * mask

@@ -1,6 +1,6 @@
 """Run -> ``TrajectoryBatch``: pad B trajectories to T response tokens and stack every named tensor.
 
-Shapes: token_ids, attention_mask, action_mask, turn_ids [B, T] (padding: 0, 0, 0, -1); old_log_probs,
+Shapes: token_ids (int32), attention_mask, action_mask, turn_ids [B, T] (padding: 0, 0, 0, -1); old_log_probs,
 ref_log_probs, values, token_scores [B, T] or None; turn_rewards [B, K, C_turn] + turn_mask [B, K];
 global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B].
 
@@ -19,10 +19,12 @@ import torch
 
 from engine.batch import TrajectoryBatch, factorize
 from engine.io.layout import has_per_token, per_token, token_layout
-from engine.io.model import Trajectory
+from engine.io.model import TOKEN_DTYPE, Trajectory
 from engine.io.problems import Problem
+from engine.perf import release_free_memory
 
 BATCH_FIELDS = {"log_probs": "old_log_probs", "ref_log_probs": "ref_log_probs", "values": "values"}
+SHARE_RELEASE_ROWS = 2048  # with share_memory, freed loader memory is handed back every this many rows
 
 
 def _names(dicts: Sequence[dict[str, float]]) -> list[str]:
@@ -78,28 +80,43 @@ def missing_field_problems(trajs: Sequence[Trajectory], file: str) -> list[Probl
     return out
 
 
-def build_batch(trajs: Sequence[Trajectory], device: torch.device | str | None = None) -> TrajectoryBatch:
-    """Pad and stack ``trajs`` into one validated ``TrajectoryBatch`` (see the module docstring)."""
+def build_batch(
+    trajs: Sequence[Trajectory], device: torch.device | str | None = None, share_memory: bool = False
+) -> TrajectoryBatch:
+    """Pad and stack ``trajs`` into one validated ``TrajectoryBatch`` (see the module docstring).
+
+    Rows are filled one trajectory at a time, so no per-trajectory layout outlives its row. Token ids stay int32
+    (the loaders' dtype). ``share_memory``: afterwards every segment's token ids and per-token arrays are
+    read-only views of its row in the batch's (CPU) arrays, so a program that keeps the trajectories and the
+    batch (the dashboard) holds one copy; the values do not change. Off by default: it rebinds the segments'
+    arrays."""
     if not trajs:
         raise ValueError("to_batch: the run has no trajectories (every record was rejected; see the load problems)")
-    layouts = [token_layout(t) for t in trajs]
-    B, T = len(trajs), max((len(lay.token_ids) for lay in layouts), default=0)
-    token_ids = np.zeros((B, T), dtype=np.int64)
+    B, T = len(trajs), max((t.num_tokens for t in trajs), default=0)
+    token_ids = np.zeros((B, T), dtype=TOKEN_DTYPE)
     attention = np.zeros((B, T), dtype=np.float32)
     action = np.zeros((B, T), dtype=np.float32)
-    turn_ids = np.full((B, T), -1, dtype=np.int64)
-    for b, lay in enumerate(layouts):
+    turn_ids = np.full((B, T), -1, dtype=np.int32)  # half the memory of int64; the engine indexes with .long()
+    fields = [name for name in BATCH_FIELDS if all(has_per_token(t, name) for t in trajs)]
+    fields += ["scores"] if any(has_scores(t) for t in trajs) else []
+    padded = {name: np.zeros((B, T), dtype=np.float32) for name in fields}
+    shared = {"token_ids": token_ids} | padded
+    for b, t in enumerate(trajs):
+        lay = token_layout(t)
         n = len(lay.token_ids)
         token_ids[b, :n] = lay.token_ids
         attention[b, :n] = 1
         action[b, :n] = lay.action
         turn_ids[b, :n] = lay.turn_ids
-    optional: dict[str, torch.Tensor | None] = {}
-    for name, batch_name in BATCH_FIELDS.items():
-        optional[batch_name] = _pad_field(trajs, name, B, T) if all(has_per_token(t, name) for t in trajs) else None
-    optional["token_scores"] = _pad_field(trajs, "scores", B, T) if any(has_scores(t) for t in trajs) else None
+        for name, out in padded.items():
+            out[b, :n] = per_token(t, name)
+        if share_memory:  # row by row, so the loader's arrays are freed while the batch fills
+            _share_row(t, b, shared)
+            if b % SHARE_RELEASE_ROWS == SHARE_RELEASE_ROWS - 1:
+                release_free_memory()  # pyarrow's pool keeps freed buffers until asked
     turn, mask, turn_names, glob, global_names = _stack_rewards(trajs)
     baselines = [t.metadata.get("reward_baseline") for t in trajs]
+    optional = {batch_name: _tensor(padded.get(name)) for name, batch_name in BATCH_FIELDS.items()}
     batch = TrajectoryBatch(
         token_ids=torch.from_numpy(token_ids),
         attention_mask=torch.from_numpy(attention),
@@ -109,6 +126,7 @@ def build_batch(trajs: Sequence[Trajectory], device: torch.device | str | None =
         reward_baselines=torch.tensor(baselines, dtype=torch.float32)
         if all(isinstance(x, (int, float)) for x in baselines)
         else None,
+        token_scores=_tensor(padded.get("scores")),
         turn_rewards=None if turn is None else torch.from_numpy(turn),
         turn_mask=None if mask is None else torch.from_numpy(mask),
         turn_reward_names=turn_names,
@@ -121,13 +139,24 @@ def build_batch(trajs: Sequence[Trajectory], device: torch.device | str | None =
     return batch if device is None else batch.to(device)
 
 
+def _tensor(a: np.ndarray | None) -> torch.Tensor | None:
+    return None if a is None else torch.from_numpy(a)
+
+
+def _share_row(traj: Trajectory, b: int, rows: dict[str, np.ndarray]) -> None:
+    """Point the segment arrays named in ``rows`` (segment field -> [B, T] array) at their slices of row ``b``."""
+    start = 0
+    for seg in traj.segments:
+        n = seg.num_tokens
+        if n == 0:
+            continue
+        for name, arr in rows.items():
+            if getattr(seg, name) is not None:
+                view = arr[b, start : start + n]
+                view.flags.writeable = False
+                setattr(seg, name, view)
+        start += n
+
+
 def has_scores(traj: Trajectory) -> bool:
     return any(s.scores is not None for s in traj.segments)
-
-
-def _pad_field(trajs: Sequence[Trajectory], name: str, B: int, T: int) -> torch.Tensor:
-    out = np.zeros((B, T), dtype=np.float32)
-    for b, t in enumerate(trajs):
-        values = per_token(t, name)
-        out[b, : len(values)] = values
-    return torch.from_numpy(out)

@@ -168,13 +168,27 @@ def _scaled(report, n: int, total: int):
 
 def save_run(run: Run, path: str | Path) -> None:
     """Write ``run`` in the native format: ``.jsonl`` (or ``.json``) or ``.parquet``, chosen by suffix."""
-    from engine.io.native import write_native_jsonl
+    save_trajectories(run.trajectories, path, run.name, run.source, run.tokenizer, run.metadata)
+
+
+def save_trajectories(
+    trajectories: Iterable[Trajectory],
+    path: str | Path,
+    name: str = "",
+    source: str = "native",
+    tokenizer: str | None = "qwen2.5",
+    metadata: dict | None = None,
+) -> None:
+    """Write trajectories as a native run file without holding them all: ``trajectories`` may be a generator
+    (``engine.io.synth.generic.iter_synth``); the header fields are those of ``Run``."""
+    from engine.io.native import header_record, write_native_jsonl
     from engine.io.native_parquet import write_native_parquet
 
     path = Path(path)
+    header = header_record(name, source, tokenizer, metadata)
     if path.suffix == ".parquet":
-        write_native_parquet(run, path)
+        write_native_parquet(trajectories, header, path)
     elif path.suffix in (".jsonl", ".json"):
-        write_native_jsonl(run, path)
+        write_native_jsonl(trajectories, header, path)
     else:
         raise ValueError(f"save_run: unknown suffix {path.suffix!r}; use .jsonl or .parquet")

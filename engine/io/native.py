@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -193,11 +193,15 @@ def dumps_record(rec: dict) -> bytes:
     return json.dumps(_plain(rec), ensure_ascii=False, allow_nan=False).encode("utf-8")
 
 
-def write_native_jsonl(run, path: Path) -> None:
-    """Write ``run`` as native JSONL (header line + one trajectory per line), atomically."""
+def write_native_jsonl(trajectories: Iterable[Trajectory], header: dict, path: Path) -> None:
+    """Write ``header`` (a ``header_record``) and ``trajectories`` as native JSONL, one per line, atomically.
+    ``trajectories`` is consumed once, so a generator streams a run of any size."""
     tmp = Path(f"{path}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(dumps_record(header_record(run.name, run.source, run.tokenizer, run.metadata)) + b"\n")
-        for traj in run.trajectories:
-            f.write(dumps_record(trajectory_to_record(traj)) + b"\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(dumps_record(header) + b"\n")
+            for traj in trajectories:
+                f.write(dumps_record(trajectory_to_record(traj)) + b"\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a generator or a record that failed half-way leaves no partial file

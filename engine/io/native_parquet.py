@@ -11,16 +11,17 @@ decoded ends the read with one problem naming the rows skipped; a bad row is a p
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from engine.io.context import LoadContext
 from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE
-from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, header_record, trajectory_from_record
+from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
 from engine.io.problems import UNFORESEEN, RecordError, malformed
 
 ROW_GROUP = 1024
@@ -101,19 +102,24 @@ def _table(trajs):
     return pa.Table.from_arrays(columns, schema=_schema())
 
 
-def write_native_parquet(run, path: Path) -> None:
-    """Write ``run`` as native Parquet (zstd), row groups of 1024 trajectories, atomically."""
+def write_native_parquet(trajectories: Iterable, header: dict, path: Path) -> None:
+    """Write ``trajectories`` as native Parquet (zstd), row groups of 1024 trajectories, atomically, with
+    ``header`` (a ``header_record``) in the schema metadata. ``trajectories`` is consumed once, one row group
+    at a time, so a generator streams a run of any size."""
     import pyarrow.parquet as pq
 
-    header = json.dumps(header_record(run.name, run.source, run.tokenizer, run.metadata)[HEADER_KEY])
-    schema = _schema().with_metadata({HEADER_KEY: header})
+    schema = _schema().with_metadata({HEADER_KEY: json.dumps(header[HEADER_KEY])})
     tmp = Path(f"{path}.tmp-{os.getpid()}")
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for start in range(0, len(run.trajectories), ROW_GROUP):
-            writer.write_table(_table(run.trajectories[start : start + ROW_GROUP]).cast(schema))
-        if not run.trajectories:
-            writer.write_table(_table([]).cast(schema))
-    os.replace(tmp, path)
+    items = iter(trajectories)
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            chunk = list(itertools.islice(items, ROW_GROUP))
+            writer.write_table(_table(chunk).cast(schema))  # an empty run still gets its schema written
+            while chunk := list(itertools.islice(items, ROW_GROUP)):
+                writer.write_table(_table(chunk).cast(schema))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a generator or a record that failed half-way leaves no partial file
 
 
 def is_native_parquet(column_names: list[str]) -> bool:

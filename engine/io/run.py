@@ -80,11 +80,13 @@ class Run:
     def prompt_text(self, i: int) -> str:
         return self.trajectories[i].prompt
 
-    def to_batch(self, device: torch.device | str | None = None) -> TrajectoryBatch:
-        """All trajectories as one padded ``TrajectoryBatch`` [B, T] (see ``engine.io.batching``)."""
+    def to_batch(self, device: torch.device | str | None = None, share_memory: bool = False) -> TrajectoryBatch:
+        """All trajectories as one padded ``TrajectoryBatch`` [B, T] (see ``engine.io.batching``).
+        ``share_memory``: the run's token ids and per-token arrays become read-only views of the batch's CPU rows
+        (one copy instead of two when both are kept; the content and ``content_hash`` do not change)."""
         from engine.io.batching import build_batch
 
-        return build_batch(self.trajectories, device)
+        return build_batch(self.trajectories, device, share_memory=share_memory)
 
 
 def _update_array(h, arr: np.ndarray | None, dtype) -> None:

@@ -88,13 +88,13 @@ class LintContext:
     @functools.cached_property
     def row_advantage(self) -> torch.Tensor:
         """Mean advantage over each row's trained tokens (0 for rows without any). (B,)."""
-        a = torch.where(self.loss, self.result.advantages, torch.zeros_like(self.result.advantages))
+        a = torch.where(self.loss, self.result.advantages, 0.0)
         return a.sum(-1) / self.n_loss.clamp(min=1)
 
     @functools.cached_property
     def row_abs_advantage(self) -> torch.Tensor:
         """max_t |A| over each row's trained tokens. (B,)."""
-        a = torch.where(self.loss, self.result.advantages.abs(), torch.zeros_like(self.result.advantages))
+        a = torch.where(self.loss, self.result.advantages.abs(), 0.0)
         return a.max(-1).values if a.shape[-1] else torch.zeros(a.shape[0], device=a.device)
 
     @functools.cached_property

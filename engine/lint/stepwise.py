@@ -15,14 +15,14 @@ from engine.lint.thresholds import ADVANTAGE_TOL, SMALL_STEP_GROUP
 def per_step_max(ctx: LintContext, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """max of x [B, T] over the ``mask`` tokens of each (row, turn); 0 where a step has none. (B, K)."""
     K = int(ctx.batch.turn_ids.max().clamp(min=0)) + 1
-    idx = ctx.batch.turn_ids.clamp(min=0)
+    idx = ctx.batch.turn_ids.clamp(min=0).long()
     vals = torch.where(mask, x, torch.zeros_like(x))
     return torch.zeros(x.shape[0], K, dtype=x.dtype, device=x.device).scatter_reduce_(1, idx, vals, "amax")
 
 
 def step_tokens(ctx: LintContext, steps: torch.Tensor) -> torch.Tensor:
     """Trained tokens of the flagged (row, turn) steps [B, K] bool. (B, T) bool."""
-    idx = ctx.batch.turn_ids.clamp(min=0, max=steps.shape[1] - 1)
+    idx = ctx.batch.turn_ids.clamp(min=0, max=steps.shape[1] - 1).long()
     return steps.gather(1, idx) & ctx.loss
 
 

@@ -8,6 +8,8 @@ reward ``reward`` in {0, 1} drawn with a per-group success rate. About 5% run in
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from engine.io.model import Segment, Trajectory
@@ -60,19 +62,33 @@ def _trajectory(i: int, group: int, n_tokens: int, success: float, corpus: Corpu
     return traj
 
 
-def synth_run(trajectories: int, tokens: int, seed: int = 0, group_size: int = 8, tokenizer: str | None = None) -> Run:
-    """A run of ``trajectories`` rollouts of 0.8*``tokens`` to ``tokens`` response tokens each."""
-    if trajectories < 1 or tokens < 16:
+def iter_synth(
+    trajectories: int, tokens: int, seed: int = 0, group_size: int = 8, tokenizer: str | None = None
+) -> Iterator[Trajectory]:
+    """The trajectories of ``synth_run``, one at a time (``save_trajectories`` streams them to a file)."""
+    if trajectories < 1 or tokens < 16:  # here, not on the first next(): before a writer opens its file
         raise ValueError("synth_run: need at least 1 trajectory and 16 tokens")
+    return _synth_items(trajectories, tokens, seed, group_size, tokenizer)
+
+
+def _synth_items(trajectories: int, tokens: int, seed: int, group_size: int, tokenizer: str | None):
     rng = np.random.default_rng(seed)
     corpus = build_corpus(seed, tokenizer=tokenizer)
     (end,) = encode_many(get_tokenizer(tokenizer), [IM_END])
-    out = []
     success = 0.5
     for i in range(trajectories):
         group = i // group_size
         if i % group_size == 0:
             success = float(rng.random())
         n = int(rng.integers(int(0.8 * tokens), tokens + 1))
-        out.append(_trajectory(i, group, n, success, corpus, end, rng))
-    return Run(trajectories=out, name=f"synth-{trajectories}x{tokens}-seed{seed}", source="native", tokenizer="qwen2.5")
+        yield _trajectory(i, group, n, success, corpus, end, rng)
+
+
+def synth_name(trajectories: int, tokens: int, seed: int = 0) -> str:
+    return f"synth-{trajectories}x{tokens}-seed{seed}"
+
+
+def synth_run(trajectories: int, tokens: int, seed: int = 0, group_size: int = 8, tokenizer: str | None = None) -> Run:
+    """A run of ``trajectories`` rollouts of 0.8*``tokens`` to ``tokens`` response tokens each."""
+    out = list(iter_synth(trajectories, tokens, seed, group_size, tokenizer))
+    return Run(trajectories=out, name=synth_name(trajectories, tokens, seed), source="native", tokenizer="qwen2.5")
