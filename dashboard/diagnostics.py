@@ -10,6 +10,7 @@ highlight never points at positions of another scheme. Every string from the run
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,20 @@ def summarize(findings: Sequence, cap: int = MAX_HIGHLIGHT, rows_kept: int = MAX
             )
         )
     return out
+
+
+def remap_rows(views: Sequence[FindingView], rows: np.ndarray) -> list[FindingView]:
+    """Views found on a sample (its row i is row ``rows[i]`` of the whole run) with the run's row indices."""
+    m = [int(r) for r in rows]
+    return [
+        dataclasses.replace(
+            v,
+            rows=tuple(m[r] for r in v.rows),
+            tokens={m[r]: pos for r, pos in v.tokens.items()},
+            row_tokens={m[r]: n for r, n in v.row_tokens.items()},
+        )
+        for v in views
+    ]
 
 
 def nof(n: int, noun: str) -> str:

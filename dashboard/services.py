@@ -5,42 +5,66 @@ Everything here is cached by hashable keys: a run by its file (path, mtime, size
 index. Run objects travel as the unhashed ``_h`` (handle) argument. Uploaded runs use session-scoped caches, so
 nothing derived from an upload is reachable from another session; sample and data-directory runs share a
 global cache. No widgets and no session state in here.
+
+Memory (README, "Security and limits"): credit results and run-wide tables are kept in a byte budget
+(``CREDITLENS_CACHE_MB``, ``budget.ByteBudget``), without the estimators' [B, T] intermediates; a run's segment
+arrays are views of its batch (one copy); loader buffers are handed back to the OS after each load. Big runs
+(``bigrun.is_big``) are sampled by the pages that compute several schemes: ``sampled`` gives a handle on an even
+sample of whole groups that every function here accepts like a run of its own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
+import torch
 
-from dashboard import diagnostics, sources, tables
+from dashboard import bigrun, budget, diagnostics, sources, tables
 from dashboard.sources import RunRef
 from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
+from engine.perf import release_free_memory
 
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 # A CreditConfig is a frozen dataclass whose repr lists every field: hashing that is ~400× faster than
 # Streamlit's generic hashing of the object, and keys stay exact.
 HASH = {CreditConfig: repr}
-RESULT_ENTRIES = 256
+CACHE_MB_ENV = "CREDITLENS_CACHE_MB"
+# Results and run-wide tables, in bytes: one result of a 50,000 × 1,000-token run (1.1 GB, GAE) fits; a second
+# scheme on such a run replaces the first (README, Benchmarks). A big run's samples have a quarter more of their own.
+DEFAULT_CACHE_MB = 1536
+SAMPLE_SHARE = 4
+RESULT_TENSORS = 7  # [B, T] float32 tensors a result holds of its own at most (estimate before computing)
+BATCH_BYTES_PER_TOKEN = 24  # int32 token and turn ids, two float masks, three float per-token fields
+BIG_RESULT_BYTES = 64 << 20  # from here on, a computation hands its freed temporaries back to the OS
 TABLE_ENTRIES = 512
 LINT_ENTRIES = 32  # a big run's findings keep up to MAX_ROWS_KEPT × MAX_HIGHLIGHT positions each
+Progress = Callable[[float, str], None]  # (fraction done, message), as engine.io.load_run reports
 
 
 @dataclass(frozen=True, eq=False)
 class RunHandle:
-    """A loaded run and how to cache what is derived from it. ``loaded`` is the loader's ``LoadResult``."""
+    """A loaded run and how to cache what is derived from it. ``loaded`` is the loader's ``LoadResult``. A sample
+    of a big run (``sampled``) is a handle too: ``rows`` are its rows in ``parent``, ``loaded`` holds a run of
+    just those trajectories, and its batch is the parent's rows."""
 
     ref: str
     key: str
     session_only: bool
     loaded: object
+    parent: RunHandle | None = None
+    rows: np.ndarray | None = None
 
     @property
     def run(self):
@@ -72,29 +96,50 @@ def _tokenizer_safe(fn, *args, **kwargs):
                 _TOKENIZERS_READY.set()
 
 
-def _load_run(path: str):
+LOAD_SHARE = 0.9  # of a progress bar: reading the file; the rest is the content hash
+
+
+def _load_run(path: str, progress: Progress | None = None):
+    """``load_run`` with ``progress`` (reading: 0–90 %, then the content hash), its freed buffers handed back."""
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
-    return _tokenizer_safe(load_run, path, max_bytes=None)
+    report = progress or (lambda fraction, message: None)
+    loaded = _tokenizer_safe(load_run, path, max_bytes=None, progress=lambda f, msg: report(LOAD_SHARE * f, msg))
+    release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (README, Benchmarks)
+    report(LOAD_SHARE, f"{len(loaded.run):,} trajectories read; hashing their content")
+    _ = loaded.run.content_hash  # the cache key of everything derived from the run: computed once, here
+    report(1.0, f"{len(loaded.run):,} trajectories loaded")
+    return loaded
 
 
-@st.cache_resource(max_entries=16, show_spinner="Loading run…")
-def _load_file(path: str, mtime_ns: int, size: int):
-    return _load_run(path)
+RUNS_KEPT = 16  # loaded files kept (sample runs and data-directory files; uploads live in session state)
 
 
-def open_run(ref: RunRef, uploads: dict) -> RunHandle:
+@st.cache_resource(show_spinner=False)
+def _run_store() -> budget.ByteBudget:
+    # Not st.cache_resource on the loader itself: Streamlit refuses a cached function that draws on an element
+    # made outside it (the progress bar). Here each run costs 1: the budget counts runs.
+    return budget.ByteBudget(RUNS_KEPT, serial_bytes=RUNS_KEPT + 1)
+
+
+def _load_file(path: str, mtime_ns: int, size: int, progress: Progress | None = None):
+    """The loaded file, read once per (path, mtime, size) while it stays among the last ``RUNS_KEPT`` used."""
+    return _run_store().get((path, mtime_ns, size), lambda: _load_run(path, progress), estimate=1, size=lambda _: 1)
+
+
+def open_run(ref: RunRef, uploads: dict, progress: Progress | None = None) -> RunHandle:
     """The run ``ref`` points at: a sample, a confined data-directory file, or this session's upload.
+    ``progress(fraction, message)`` is called while a file is read (not when the run is cached already).
     Raises ``KeyError`` (no such sample/upload) or ``ValueError`` (a path outside the allowed directories)."""
     if ref.kind == "upload":
         loaded = uploads[ref.name]
         return RunHandle(str(ref), loaded.run.content_hash, True, loaded)
     path = sources.sample_path(ref.name) if ref.kind == "sample" else sources.resolve_allowed(ref.name)
-    loaded = _load_file(str(path), *sources.file_stamp(path))
+    loaded = _load_file(str(path), *sources.file_stamp(path), progress)
     return RunHandle(str(ref), loaded.run.content_hash, False, loaded)
 
 
-def load_upload(file_name: str, data: bytes):
+def load_upload(file_name: str, data: bytes, progress: Progress | None = None):
     """Load uploaded bytes (kept under the original file name in a private temporary folder, so the loader
     can sniff the format), then delete the file. The result belongs in this session's state only."""
     if len(data) > MAX_UPLOAD_BYTES:
@@ -103,7 +148,7 @@ def load_upload(file_name: str, data: bytes):
     with tempfile.TemporaryDirectory(prefix="creditlens-upload-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
-        return _load_run(str(path))
+        return _load_run(str(path), progress)
 
 
 # ---------------------------------------------------------------------------------------------- schemes
@@ -156,10 +201,29 @@ def _per_run(entries: int, session_entries: int = 64):
     return deco
 
 
+def batch(h: RunHandle):
+    """The run as one padded ``TrajectoryBatch`` on the engine's device; the run's arrays become views of it. A
+    sample's batch is its rows of the parent's, kept in the byte budget."""
+    if h.parent is None:
+        return _batch(h)
+    parent = batch(h.parent)
+    return _budget(h).get(
+        (h.key, "batch"),
+        lambda: parent.select(torch_rows(h.rows)),
+        estimate=BATCH_BYTES_PER_TOKEN * len(h.rows) * parent.num_tokens,
+        size=tensor_bytes,
+    )
+
+
 @_per_run(entries=8, session_entries=2)
-def batch(key: str, _h: RunHandle):
-    """The run as one padded ``TrajectoryBatch`` on the engine's device."""
-    return _h.run.to_batch(device=resolve_device(None))
+def _batch(key: str, _h: RunHandle):
+    out = _h.run.to_batch(device=resolve_device(None), share_memory=True)
+    release_free_memory()  # the loader's arrays, now replaced by views of the batch
+    return out
+
+
+def torch_rows(rows: np.ndarray) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.long)  # a copy: the cached rows are read-only
 
 
 @_per_run(entries=16, session_entries=4)
@@ -167,10 +231,70 @@ def run_info(key: str, _h: RunHandle) -> tables.RunInfo:
     return tables.run_info(_h.run, batch(_h))
 
 
-@_per_run(entries=RESULT_ENTRIES)
-def compute(key: str, cfg: CreditConfig, _h: RunHandle) -> CreditResult:
-    """The credit of scheme ``cfg`` on the run (raises the engine's ``ValueError``s)."""
-    return compute_credit(batch(_h), cfg)
+# ---------------------------------------------------------------------------------------------- byte budget
+def cache_budget_bytes() -> int:
+    """``CREDITLENS_CACHE_MB`` (default ``DEFAULT_CACHE_MB``) in bytes; a value that is not a positive number
+    falls back to the default."""
+    raw = os.environ.get(CACHE_MB_ENV, "").strip()
+    try:
+        mb = float(raw) if raw else DEFAULT_CACHE_MB
+    except ValueError:
+        mb = DEFAULT_CACHE_MB
+    return int((mb if mb > 0 else DEFAULT_CACHE_MB) * 2**20)
+
+
+@st.cache_resource(show_spinner=False)
+def _shared_budget(share: int) -> budget.ByteBudget:
+    return budget.ByteBudget(cache_budget_bytes() // share)
+
+
+@st.cache_resource(show_spinner=False, scope="session")
+def _session_budget(share: int) -> budget.ByteBudget:
+    return budget.ByteBudget(cache_budget_bytes() // share)
+
+
+def _budget(h: RunHandle) -> budget.ByteBudget:
+    """Where ``h``'s results and tables are kept: a big run's samples (``sampled``) in a budget of their own, a
+    ``SAMPLE_SHARE``-th of the whole, so that the sampled pages never push out the run's own result."""
+    share = SAMPLE_SHARE if h.parent is not None else 1
+    return _session_budget(share) if h.session_only else _shared_budget(share)
+
+
+def _storages(obj) -> dict[int, int]:
+    """{storage address: bytes} of the tensors in a dataclass (a batch, a result and its extras)."""
+    values = [getattr(obj, f.name) for f in dataclasses.fields(obj)] + list(getattr(obj, "extras", {}).values())
+    return {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes() for v in values if isinstance(v, torch.Tensor)}
+
+
+def tensor_bytes(obj) -> int:
+    """Bytes of the tensors a dataclass holds, each storage once."""
+    return sum(_storages(obj).values())
+
+
+def result_bytes(res: CreditResult, b) -> int:
+    """Bytes a result holds of its own: its tensors' storages, each once, less those the batch already holds."""
+    shared = _storages(b)
+    return sum(n for ptr, n in _storages(res).items() if ptr not in shared)
+
+
+def compute(h: RunHandle, cfg: CreditConfig) -> CreditResult:
+    """The credit of scheme ``cfg`` on the run (raises the engine's ``ValueError``s), kept in the byte budget
+    without the estimator's [B, T] intermediates (no page draws them)."""
+    b = batch(h)
+    estimate = RESULT_TENSORS * 4 * b.batch_size * b.num_tokens
+
+    def build() -> CreditResult:
+        res = compute_credit(b, cfg, token_extras=False)
+        if estimate >= BIG_RESULT_BYTES:
+            release_free_memory()  # the computation's freed temporaries (~0.3 GB at 50,000 × 1,000)
+        return res
+
+    return _budget(h).get((h.key, "result", repr(cfg)), build, estimate, lambda res: result_bytes(res, b))
+
+
+def is_cached(h: RunHandle, cfg: CreditConfig) -> bool:
+    """Whether ``compute(h, cfg)`` would return at once (for a spinner on big runs)."""
+    return (h.key, "result", repr(cfg)) in _budget(h)
 
 
 def compute_timed(h: RunHandle, cfg: CreditConfig) -> tuple[CreditResult, float]:
@@ -191,28 +315,89 @@ def token_table(key: str, cfg: CreditConfig, i: int, _h: RunHandle) -> pd.DataFr
     return tables.token_table(_h.run, batch(_h), compute(_h, cfg), i, token_texts(_h, i))
 
 
-@_per_run(entries=RESULT_ENTRIES)
-def trajectory_summary(key: str, cfg: CreditConfig, _h: RunHandle) -> pd.DataFrame:
-    """One row per trajectory under ``cfg`` (read-only)."""
-    return tables.trajectory_summary(batch(_h), compute(_h, cfg))
+def trajectory_summary(h: RunHandle, cfg: CreditConfig) -> pd.DataFrame:
+    """One row per trajectory under ``cfg`` (read-only), kept in the byte budget."""
+    return _budget(h).get(
+        (h.key, "summary", repr(cfg)),
+        lambda: tables.trajectory_summary(batch(h), compute(h, cfg)),
+        estimate=0,
+        size=lambda df: int(df.memory_usage(deep=True).sum()),
+    )
+
+
+# ---------------------------------------------------------------------------------------------- big runs
+def is_big(info: tables.RunInfo) -> bool:
+    return bigrun.is_big(info.trajectories, info.max_length)
+
+
+@_per_run(entries=32, session_entries=8)
+def _sample_rows(key: str, keep: int | None, _h: RunHandle) -> np.ndarray:
+    info = run_info(_h)
+    rows = bigrun.even_groups(tables.np_(batch(_h).group_ids), bigrun.sample_size(info.max_length), keep)
+    rows.setflags(write=False)
+    return rows
+
+
+def sampled(h: RunHandle, info: tables.RunInfo, traj: int | None = None) -> tuple[RunHandle, int | None]:
+    """(handle, trajectory index in it) for the pages that sample big runs: the run itself when it is not big,
+    else an even sample of whole groups plus the group of trajectory ``traj`` (see ``bigrun``). Every function
+    here takes the sample's handle like a run's; its key names the parent and the group kept."""
+    if not is_big(info):
+        return h, traj
+    keep = None
+    if traj is not None:  # the group's first row: one sample per group, whichever rollout is shown
+        groups = tables.np_(batch(h).group_ids)
+        keep = int(np.argmax(groups == groups[traj]))
+    rows = _sample_rows(h, keep)
+    from engine.io.run import Run
+
+    run = h.run
+    sub = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)
+    handle = RunHandle(h.ref, f"{h.key}~sample~{keep}", h.session_only, SampleLoad(sub), h, rows)
+    local = None if traj is None else int(np.searchsorted(rows, traj))
+    return handle, local
+
+
+@dataclass(frozen=True)
+class SampleLoad:
+    """A sample's stand-in for the loader's ``LoadResult``: its run, and no problems of its own."""
+
+    run: object
+    problems: tuple = ()
 
 
 @_per_run(entries=LINT_ENTRIES, session_entries=8)
 def lint_findings(key: str, cfg: CreditConfig, _h: RunHandle) -> list[diagnostics.FindingView]:
     """The credit lints (``engine.lint.run_lints``) of scheme ``cfg`` on the run, most severe first, with token
-    positions capped (``diagnostics.summarize``). Reuses the cached result; raises the engine's ``ValueError``."""
+    positions capped (``diagnostics.summarize``). Reuses the cached result; raises the engine's ``ValueError``.
+    On a big run they check the rows of ``lint_rows`` (an even sample of whole groups) with the run's own credit,
+    and the findings name rows of the whole run."""
     from engine.lint import run_lints  # registers the checks on first use
 
-    findings = _tokenizer_safe(run_lints, batch(_h), cfg, result=compute(_h, cfg), run=_h.run)  # text checks tokenize
-    return diagnostics.summarize(findings)
+    rows = lint_rows(_h)
+    b, res, run = batch(_h), compute(_h, cfg), _h.run
+    if rows is not None:
+        from engine.io.run import Run
+
+        b, res = b.select(torch_rows(rows)), tables.select_rows(res, torch_rows(rows))
+        run = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)
+    findings = _tokenizer_safe(run_lints, b, cfg, result=res, run=run)  # text checks tokenize
+    views = diagnostics.summarize(findings)
+    return views if rows is None else diagnostics.remap_rows(views, rows)
+
+
+def lint_rows(h: RunHandle) -> np.ndarray | None:
+    """The rows the lints check: None (all) unless the run is big."""
+    return _sample_rows(h, None) if is_big(run_info(h)) else None
 
 
 def turn_table(h: RunHandle, cfg: CreditConfig, i: int) -> pd.DataFrame:
     return tables.turn_table(h.run, batch(h), compute(h, cfg), i)
 
 
-def reward_components(h: RunHandle) -> pd.DataFrame:
-    return tables.reward_components(h.run)
+def reward_components(h: RunHandle, rows: np.ndarray | None = None) -> pd.DataFrame:
+    """Raw reward components of every trajectory, or of ``rows``."""
+    return tables.reward_components(h.run, rows)
 
 
 # ---------------------------------------------------------------------------------------------- several schemes
@@ -241,13 +426,24 @@ def compute_codes(h: RunHandle, info: tables.RunInfo, codes: list[str], value_so
     return out
 
 
-def compute_variants(h: RunHandle, base: CreditConfig, field: str, values) -> dict[str, CreditResult]:
-    """``base`` with ``field`` set to each of ``values`` (label → result); schemes the engine refuses are left
-    out."""
-    out = {}
-    for v in values:
-        try:
-            out[str(v)] = compute(h, base.replace(**{field: v}))
-        except (ValueError, NotImplementedError):
-            continue
-    return out
+def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, labels: dict | None = None):
+    """``table(batch, {label: result})`` (an ``analysis`` function) of ``base`` with ``field`` set to each of
+    ``values``, one scheme at a time and the tables concatenated, so that only one result is alive (Run analytics
+    varies up to five); kept in the byte budget. ``labels``: str(value) → label (default str(value)). Schemes the
+    engine refuses are left out."""
+    labels = labels or {}
+    b = batch(h)
+
+    def build() -> pd.DataFrame:
+        frames = []
+        for v in values:
+            try:
+                res = compute_credit(b, base.replace(**{field: v}), token_extras=False)
+            except (ValueError, NotImplementedError):
+                continue
+            frames.append(table(b, {labels.get(str(v), str(v)): res}))
+            del res
+        return pd.concat(frames, ignore_index=True) if frames else table(b, {})
+
+    key = (h.key, "variants", repr(base), field, tuple(values), table.__qualname__, tuple(labels.items()))
+    return _budget(h).get(key, build, estimate=0, size=lambda df: int(df.memory_usage(deep=True).sum()))

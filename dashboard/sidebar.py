@@ -2,29 +2,48 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
-from dashboard import exports, schemes, services, sources, state
+from dashboard import bigrun, exports, schemes, services, sources, state
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
 from dashboard.widgets import Context
 from engine.config import FIELD_HELP, LOSS_AGG_MODES, PLACEMENTS, PROFILE_HELP, PROFILES, STEPWISE_MODES
 from engine.kl import KL_NAMES
+from engine.perf import release_free_memory
 
 KL_PENALTIES = (*KL_NAMES, "k1+", "low_var_kl+")  # '+' = value of the estimator, gradient of k2 (verl ≥ #6058)
 UPLOADS_KEPT = 3
 STEPWISE_LABELS = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per step"}
+# The trajectory picker's page and search box on a run of more than bigrun.PICKER_ROWS trajectories. Declared
+# here, not in state.K, only because state.py was being edited in parallel when they were added: move them.
+PICK_PAGE = "traj.page"
+PICK_SEARCH = "traj.search"
+LOAD_SHARE = 0.85  # of the sidebar's progress bar: reading the run; the rest is building its batch
 
 
 def draw() -> Context | None:
     """Draw the sidebar; return the page context, or None when no run could be opened."""
     with st.sidebar:
         st.caption("Where RL trainers for multi-turn agents put credit, token by token.")
-        handle = _run_picker()
+        bar = st.empty()
+        loading = []  # set by the first progress report: a run already in the cache shows no bar
+
+        def report(fraction: float, message: str) -> None:
+            loading.append(True)
+            bar.progress(min(max(LOAD_SHARE * fraction, 0.0), 1.0), text=_plain(message))
+
+        handle = _run_picker(report)
         if handle is None:
+            bar.empty()
             return None
+        if loading:
+            bar.progress(LOAD_SHARE, text="Padding the trajectories into one batch…")
         info = services.run_info(handle)
+        bar.empty()
         if info.trajectories == 0:
             st.error(
                 f"The loader found no usable trajectory in {handle.ref} ({len(handle.problems)} problems; "
@@ -38,10 +57,12 @@ def draw() -> Context | None:
 
 def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
     """In ``slot``: the device the engine ran on, the time of the sidebar scheme's computation (cached after
-    the first time) and how long this whole page run took on the server."""
+    the first time) and how long this whole page run took on the server. Last in every page run, so it also
+    hands the run's freed temporaries back to the OS (milliseconds; a big run's pages free hundreds of MB)."""
+    release_free_memory()
     page_run = f"page run {run_seconds * 1e3:.0f} ms"
-    if ctx is None or ctx.traj < 0:
-        slot.caption(page_run)
+    if ctx is None or ctx.traj < 0 or (services.is_big(ctx.info) and not services.is_cached(ctx.handle, ctx.config)):
+        slot.caption(page_run)  # a big run's sampled pages do not need the whole run's credit: not computed here
         return
     try:
         res, wall = services.compute_timed(ctx.handle, ctx.config)
@@ -54,7 +75,14 @@ def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ run
-def _run_picker() -> services.RunHandle | None:
+def _plain(text: str) -> str:
+    """``text`` (a loader message naming a file) with Markdown's active characters escaped."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$])", r"\\\1", text)
+
+
+def _run_picker(progress: services.Progress) -> services.RunHandle | None:
+    """The run source and run widgets; the opened run, or None (with a message) when there is none. ``progress``
+    is called while a file or an upload is read."""
     ss = st.session_state
     options = ["Sample", "Upload"] + (["Data directory"] if sources.data_dir() is not None else [])
     if ss[K.RUN_SOURCE] not in options:
@@ -79,7 +107,7 @@ def _run_picker() -> services.RunHandle | None:
         st.selectbox("Sample run", samples, key=K.SAMPLE)
         ref = RunRef("sample", ss[K.SAMPLE])
     elif src == "Upload":
-        ref = _upload()
+        ref = _upload(progress)
     else:
         files = sources.list_data_files()
         if not files:
@@ -93,7 +121,7 @@ def _run_picker() -> services.RunHandle | None:
         return None
     ss[K.RUN] = str(ref)
     try:
-        return services.open_run(ref, ss[K.UPLOADS])
+        return services.open_run(ref, ss[K.UPLOADS], progress)
     except KeyError:
         st.error(f"No such run: {ref}")
     except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
@@ -101,14 +129,14 @@ def _run_picker() -> services.RunHandle | None:
     return None
 
 
-def _upload() -> RunRef | None:
+def _upload(progress: services.Progress) -> RunRef | None:
     ss = st.session_state
     f = st.file_uploader(
         "Run file", key=K.UPLOADER, help="JSONL, JSON, Parquet or a tensor dump; kept in this browser session only."
     )
     if f is not None and f.file_id not in ss[K.UPLOAD_IDS]:
         try:
-            loaded = services.load_upload(f.name, f.getvalue())
+            loaded = services.load_upload(f.name, f.getvalue(), progress)
         except Exception as e:  # noqa: BLE001 - report any loader failure next to the uploader
             st.error(f"Could not load {f.name}: {type(e).__name__}: {e}")
             return None
@@ -127,12 +155,49 @@ def _upload() -> RunRef | None:
 
 
 def _trajectory_picker(info: RunInfo) -> int:
+    """The trajectory widgets; the index of the trajectory chosen. Above ``bigrun.PICKER_ROWS`` trajectories the
+    list is paged, with a search by id (a deep link's ``traj`` opens its page)."""
     ss = st.session_state
-    ids = list(info.trajectory_ids)
+    ids = info.trajectory_ids
     if ss.get(K.TRAJ) not in ids:
         ss[K.TRAJ] = ids[0]
-    st.selectbox("Trajectory", ids, key=K.TRAJ, help="Shared by the token, compare and group views.")
+    help_text = "Shared by the token, compare and group views."
+    if len(ids) <= bigrun.PICKER_ROWS:
+        st.selectbox("Trajectory", ids, key=K.TRAJ, help=help_text)
+        return ids.index(ss[K.TRAJ])
+    i = ids.index(ss[K.TRAJ])
+    query = st.text_input(
+        f"Find a trajectory ({len(ids):,})",
+        key=PICK_SEARCH,
+        placeholder="part of an id",
+        help=f"Lists the first {bigrun.SEARCH_HITS} ids that contain this text; empty: page through all of them.",
+    )
+    if query.strip():
+        hits = [ids[j] for j in bigrun.search(ids, query)]
+        st.caption(f"{len(hits):,} matching ids listed" if hits else "No id contains that text.")
+        options = hits if ss[K.TRAJ] in hits else [ss[K.TRAJ], *hits]
+    else:
+        n_pages = bigrun.pages(len(ids), bigrun.PICKER_ROWS)
+        ss[PICK_PAGE] = i // bigrun.PICKER_ROWS + 1  # the page follows the trajectory (deep links, Diagnostics)
+        page = st.number_input(
+            f"Page of ids (1–{n_pages:,})",
+            min_value=1,
+            max_value=n_pages,
+            key=PICK_PAGE,
+            on_change=_first_of_page,
+            args=(ids,),
+            help=f"{bigrun.PICKER_ROWS:,} trajectories per page, in run order.",
+        )
+        st.caption(bigrun.paged_note(page, len(ids), bigrun.PICKER_ROWS))
+        options = list(ids[bigrun.page_slice(page, len(ids), bigrun.PICKER_ROWS)])
+    st.selectbox("Trajectory", options, key=K.TRAJ, help=help_text)
     return ids.index(ss[K.TRAJ])
+
+
+def _first_of_page(ids: tuple[str, ...]) -> None:
+    """Page changed: show its first trajectory."""
+    ss = st.session_state
+    ss[K.TRAJ] = ids[bigrun.page_slice(ss[PICK_PAGE], len(ids), bigrun.PICKER_ROWS).start]
 
 
 # ------------------------------------------------------------------------------------------------ scheme

@@ -29,6 +29,7 @@ class Context:
     info: RunInfo
     config: CreditConfig
     traj: int
+    note: str = ""  # what a sampled context (``sampled_context``) shows instead of the whole run
 
 
 def context() -> Context | None:
@@ -50,12 +51,54 @@ def require_context(allow_empty: bool = False) -> Context:
 
 
 def result_or_stop(ctx: Context, cfg: CreditConfig | None = None) -> CreditResult:
-    """The scheme's result, or an error box and the end of the page when the engine refuses the scheme."""
+    """The scheme's result, or an error box and the end of the page when the engine refuses the scheme. A big
+    run's first computation of a scheme shows a spinner (seconds at 50,000 trajectories)."""
+    cfg = cfg or ctx.config
     try:
-        return services.compute(ctx.handle, cfg or ctx.config)
+        if services.is_cached(ctx.handle, cfg) or not services.is_big(ctx.info):
+            return services.compute(ctx.handle, cfg)
+        with st.spinner(f"Computing the credit of {ctx.info.trajectories:,} trajectories…", show_time=True):
+            return services.compute(ctx.handle, cfg)
     except (ValueError, NotImplementedError) as e:
         st.error(f"The engine cannot compute this scheme on this run: {e}")
         st.stop()
+
+
+def sampled_context(ctx: Context, keep_group: bool = True) -> Context:
+    """The page context on a big run's sample (``services.sampled``: whole groups evenly spaced, plus the
+    sidebar trajectory's group when ``keep_group``), with a ``note`` saying so for ``heading``; ``ctx`` itself
+    otherwise."""
+    handle, traj = services.sampled(ctx.handle, ctx.info, ctx.traj if keep_group else None)
+    if handle is ctx.handle:
+        return ctx
+    info = services.run_info(handle)
+    plus = " plus the sidebar trajectory's group" if keep_group else ""
+    note = (
+        f"Big run: this page works on {info.trajectories:,} of {ctx.info.trajectories:,} trajectories "
+        f"({info.groups:,} whole groups evenly spaced{plus}). Group statistics are the run's own; batch-wide ones "
+        "(GAE and REINFORCE++ whitening, token-mean weights) are the sample's."
+    )
+    return Context(handle, info, ctx.config, traj if traj is not None else 0, note)
+
+
+def add_scheme(code: str) -> None:
+    """Compare page callback: add scheme ``code`` (up to six)."""
+    ss = st.session_state
+    if code not in ss[K.SCHEMES] and len(ss[K.SCHEMES]) < 6:
+        ss[K.SCHEMES] = [*ss[K.SCHEMES], code]
+
+
+def add_custom_scheme() -> None:
+    """Compare page callback: add the scheme of its "Add a scheme" controls (the sidebar's, those fields set)."""
+    from dashboard import schemes
+    from dashboard.state import sidebar_config
+
+    ss = st.session_state
+    cfg = sidebar_config().replace(profile=ss[K.CMP_NEW_PROFILE])
+    cfg = cfg.replace(
+        estimator=ss[K.CMP_NEW_ESTIMATOR], placement=ss[K.CMP_NEW_PLACEMENT], stepwise_mode=ss[K.CMP_NEW_MODE]
+    )
+    add_scheme(schemes.encode(cfg))
 
 
 def chart(fig: go.Figure, key: str, name: str, export: bool = True) -> None:
@@ -79,6 +122,20 @@ def chart(fig: go.Figure, key: str, name: str, export: bool = True) -> None:
             type="tertiary",
             help=f"Save this figure as {fmt.upper()} (rendered by the system Chromium)",
         )
+
+
+def paged_dataframe(df: pd.DataFrame, noun: str, key: str) -> None:
+    """``df`` as a table; above ``bigrun.TABLE_ROWS`` rows one page at a time, with a page number and a note
+    ("Page 3 of 25: trajectories 4,001–6,000 of 50,000.")."""
+    from dashboard import bigrun
+
+    rows = slice(None)
+    if len(df) > bigrun.TABLE_ROWS:
+        n_pages = bigrun.pages(len(df), bigrun.TABLE_ROWS)
+        page = st.number_input(f"Page (1–{n_pages:,})", min_value=1, max_value=n_pages, value=1, key=f"page.{key}")
+        rows = bigrun.page_slice(page, len(df), bigrun.TABLE_ROWS)
+        st.caption(bigrun.paged_note(page, len(df), bigrun.TABLE_ROWS, noun))
+    st.dataframe(df.iloc[rows], hide_index=True, width="stretch")
 
 
 def table_downloads(df: pd.DataFrame, key: str, name: str) -> None:
@@ -113,8 +170,9 @@ def big_text_css() -> None:
     )
 
 
-def heading(title: str, detail: str = "", caption: str = "") -> None:
-    """A page heading whose ``detail`` is run data (a trajectory id …), escaped, never parsed as markdown."""
+def heading(title: str, detail: str = "", caption: str = "", note: str = "") -> None:
+    """A page heading whose ``detail`` is run data (a trajectory id …), escaped, never parsed as markdown; then
+    ``note`` (a sampled context's, see ``sampled_context``) in an info box."""
     from dashboard.tokens_html import escape
 
     detail_html = f" <code style='font-size:0.8em'>{escape(detail)}</code>" if detail else ""
@@ -123,3 +181,5 @@ def heading(title: str, detail: str = "", caption: str = "") -> None:
         f"<div style='margin:0 0 6px 0'><span style='font-size:1.7rem;font-weight:700'>{escape(title)}</span>"
         f"{detail_html}{cap}</div>"
     )
+    if note:
+        st.info(note, icon=":material/filter_alt:")

@@ -12,17 +12,24 @@ from dashboard.figures.analytics import (
 from dashboard.state import K
 from engine.config import LOSS_AGG_MODES
 
-ctx = widgets.require_context()
+ctx = widgets.sampled_context(widgets.require_context(), keep_group=False)  # a big run: an even sample
 res = widgets.result_or_stop(ctx)
 batch = services.batch(ctx.handle)
 widgets.heading(
-    "Run analytics", ctx.info.name, "Across the whole run, under the sidebar scheme unless a chart varies one setting."
+    "Run analytics",
+    ctx.info.name,
+    "Across the whole run, under the sidebar scheme unless a chart varies one setting.",
+    note=ctx.note,
 )
 
 st.subheader("Credit landing on info / tool tokens")
-masking = services.compute_variants(ctx.handle, ctx.config, "state_masking", (True, False))
-info_df = analysis.info_credit(
-    batch, {("state masking on" if k == "True" else "state masking off"): v for k, v in masking.items()}
+info_df = services.variant_table(
+    ctx.handle,
+    ctx.config,
+    "state_masking",
+    (True, False),
+    analysis.info_credit,
+    {"True": "state masking on", "False": "state masking off"},
 )
 c1, c2 = st.columns([3, 2])
 with c1:
@@ -41,8 +48,7 @@ names = [e.name for e in services.available_estimators(ctx.info)]
 ss = st.session_state
 ss[K.AN_ESTIMATORS] = [n for n in ss[K.AN_ESTIMATORS] if n in names] or names[:3]
 chosen = st.multiselect("Estimators", names, key=K.AN_ESTIMATORS, max_selections=6)
-by_est = services.compute_variants(ctx.handle, ctx.config, "estimator", chosen)
-lb = analysis.length_bias(batch, by_est)
+lb = services.variant_table(ctx.handle, ctx.config, "estimator", chosen, analysis.length_bias)
 if lb.empty:
     st.info("Pick estimators the run supports.")
 else:
@@ -67,8 +73,7 @@ widgets.chart(
 )
 
 st.subheader("Effective gradient weight per aggregation mode")
-by_mode = services.compute_variants(ctx.handle, ctx.config, "loss_agg_mode", LOSS_AGG_MODES)
-agg = analysis.aggregation_weights(batch, by_mode)
+agg = services.variant_table(ctx.handle, ctx.config, "loss_agg_mode", LOSS_AGG_MODES, analysis.aggregation_weights)
 c1, c2 = st.columns(2)
 with c1:
     widgets.chart(make_agg_weight_figure(agg, "Σ weight"), "analytics.agg_w", "aggregation_weight")

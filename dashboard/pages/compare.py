@@ -10,30 +10,18 @@ from dashboard.figures.compare import (
     make_scheme_rows_figure,
     make_turn_credit_figure,
 )
-from dashboard.state import K, sidebar_config
+from dashboard.state import K
 from dashboard.theme import SCHEME_COLORS, symmetric_range
 from engine.config import PLACEMENTS, PROFILES, STEPWISE_MODES
 
-ctx = widgets.require_context()
+ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 ss = st.session_state
 widgets.heading(
     "Compare schemes",
     ctx.info.trajectory_ids[ctx.traj],
     "The same trajectory and its group under each scheme. Default: GAE vs GRPO vs rLLM broadcast vs rLLM per-step.",
+    note=ctx.note,
 )
-
-
-def _add(code: str) -> None:
-    if code not in ss[K.SCHEMES] and len(ss[K.SCHEMES]) < 6:
-        ss[K.SCHEMES] = [*ss[K.SCHEMES], code]
-
-
-def _add_custom() -> None:
-    cfg = sidebar_config().replace(profile=ss[K.CMP_NEW_PROFILE])
-    cfg = cfg.replace(
-        estimator=ss[K.CMP_NEW_ESTIMATOR], placement=ss[K.CMP_NEW_PLACEMENT], stepwise_mode=ss[K.CMP_NEW_MODE]
-    )
-    _add(schemes.encode(cfg))
 
 
 sidebar_code = schemes.encode(ctx.config)
@@ -54,8 +42,11 @@ with st.expander("Add a scheme"):
     c[2].selectbox("Placement", PLACEMENTS, key=K.CMP_NEW_PLACEMENT)
     c[3].selectbox("rLLM mode", STEPWISE_MODES, key=K.CMP_NEW_MODE)
     b1, b2, _ = st.columns([1, 1, 3])
-    b1.button("Add this scheme", on_click=_add_custom, disabled=len(ss[K.SCHEMES]) >= 6)
-    b2.button("Add the sidebar scheme", on_click=_add, args=(sidebar_code,), disabled=len(ss[K.SCHEMES]) >= 6)
+    # callbacks from another module: one defined here would keep this page's results alive until it runs again
+    b1.button("Add this scheme", on_click=widgets.add_custom_scheme, disabled=len(ss[K.SCHEMES]) >= 6)
+    b2.button(
+        "Add the sidebar scheme", on_click=widgets.add_scheme, args=(sidebar_code,), disabled=len(ss[K.SCHEMES]) >= 6
+    )
 
 runs = services.compute_codes(ctx.handle, ctx.info, list(ss[K.SCHEMES]), ctx.config.value_source)
 for r in runs:
@@ -106,7 +97,7 @@ with c2:
     st.subheader("Difference view")
     if ss[K.CMP_REF] >= len(runs):
         ss[K.CMP_REF] = 0
-    ref = st.selectbox("Reference scheme", range(len(runs)), format_func=lambda s: labels[s], key=K.CMP_REF)
+    ref = st.selectbox("Reference scheme", range(len(runs)), format_func=labels.__getitem__, key=K.CMP_REF)
     widgets.chart(make_difference_figure(labels, adv, ref, tokens), "compare.diff", "compare_difference")
 
 st.subheader("The group")

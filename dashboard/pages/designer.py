@@ -1,6 +1,8 @@
 """Reward designer: reweight reward components, move placement, KL, estimator, γ, λ — the run recomputes live,
 against the sidebar scheme as the baseline."""
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -10,13 +12,14 @@ from dashboard.figures.designer import make_before_after_figure, make_rank_chang
 from dashboard.state import K
 from engine.config import FIELD_HELP, PLACEMENTS
 
-ctx = widgets.require_context()
+ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 ss = st.session_state
 base = ctx.config
 widgets.heading(
     "Reward designer",
     ctx.info.name,
     "Every control recomputes the whole run. Baseline = the sidebar scheme; the designed scheme starts from it.",
+    note=ctx.note,
 )
 
 
@@ -115,7 +118,7 @@ with right:
     st.caption(f"Designed scheme code `{schemes.encode(designed)}` (weights are in the JSON)")
     st.download_button(
         "⤓ Designed scheme JSON",
-        data=lambda: exports.scheme_json(designed),
+        data=functools.partial(exports.scheme_json, designed),  # a page lambda would keep this run's tables alive
         file_name="designed_scheme.json",
         mime="application/json",
         key="designer_export.json",

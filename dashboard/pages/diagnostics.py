@@ -19,6 +19,8 @@ except (ValueError, NotImplementedError) as e:
     st.error(f"The lints cannot run under this scheme: {e}")
     st.stop()
 ids = ctx.info.trajectory_ids
+checked = services.lint_rows(ctx.handle)  # a big run's sample (rows of the whole run), or None: every row
+n_checked = len(ids) if checked is None else len(checked)
 ss = st.session_state
 
 
@@ -73,6 +75,10 @@ widgets.heading(
     ctx.info.name,
     f"Credit lints under the sidebar scheme ({schemes.encode(ctx.config)}): {len(CHECKS)} checks of where credit "
     "lands on tokens it should not, or where a convention distorts it. Most severe first.",
+    note=""
+    if checked is None
+    else f"Big run: the lints check {n_checked:,} of {len(ids):,} trajectories (whole groups evenly spaced) with "
+    "the run's own credit; the counts and shares below are the sample's.",
 )
 counts = diagnostics.severity_counts(views)
 c = st.columns(4)
@@ -94,4 +100,4 @@ else:
         if v.severity in shown_severities:
             draw_finding(v)
     st.caption("Findings table (this run, this scheme)")
-    widgets.table_downloads(diagnostics.findings_table(views, len(ids)), "diagnostics.table", f"{ctx.info.name}_lints")
+    widgets.table_downloads(diagnostics.findings_table(views, n_checked), "diagnostics.table", f"{ctx.info.name}_lints")

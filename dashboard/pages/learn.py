@@ -15,9 +15,9 @@ PYTHON_TOOL_SAMPLE = "python_tool_two_rollouts"
 # Seed 000 describes KG-R1's trainer: γ = λ = 1, state masking, the KG-R1 profile's conventions.
 KGR1 = CreditConfig(profile="kg-r1", estimator="gae", gamma=1.0, lam=1.0, state_masking=True)
 
-ctx = widgets.require_context()
+ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 widgets.big_text_css()
-widgets.heading("Learn: how credit reaches the tokens", ctx.info.name)
+widgets.heading("Learn: how credit reaches the tokens", ctx.info.name, note=ctx.note)
 
 
 def tokens(table, quantity, overlays=("info",), vmax=None, limit=400, height=300):

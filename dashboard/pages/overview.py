@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import services, widgets
+from dashboard import bigrun, services, widgets
 from dashboard.figures.overview import make_component_histograms_figure, make_distribution_figure
 from dashboard.theme import SCHEME_COLORS, VERDICT_LABELS
 
@@ -45,36 +45,44 @@ st.caption(
 problems = ctx.handle.problems
 if ctx.traj < 0:
     st.error("No usable trajectory: every record had a problem.")
-    st.dataframe(pd.DataFrame([vars(p) for p in problems]), hide_index=True, width="stretch")
+    widgets.paged_dataframe(pd.DataFrame([vars(p) for p in problems]), "problems", "overview.problems")
     st.stop()
 
+# A big run's plots show trajectories sampled evenly (bigrun.PLOT_ROWS); the tables below page.
+plotted = bigrun.even_rows(info.trajectories, bigrun.PLOT_ROWS)
+sample_note = bigrun.sampled_note(len(plotted), info.trajectories) if len(plotted) < info.trajectories else ""
 st.subheader("Reward components")
-components = services.reward_components(ctx.handle)
+components = services.reward_components(ctx.handle, plotted if sample_note else None)
 if components.empty:
     st.info("This run has no named reward components (only token scores or none).")
 else:
     widgets.chart(make_component_histograms_figure(components), "overview.components", "reward_components")
+    if sample_note:
+        st.caption(sample_note)
 
 widgets.result_or_stop(ctx)
 summary = services.trajectory_summary(ctx.handle, ctx.config)
+shown = summary.iloc[plotted]
 st.subheader("Scores and sizes")
 c1, c2, c3 = st.columns(3)
 with c1:
     widgets.chart(
-        make_distribution_figure(summary["score"].to_numpy(), "score (Σ token rewards)"), "overview.scores", "scores"
+        make_distribution_figure(shown["score"].to_numpy(), "score (Σ token rewards)"), "overview.scores", "scores"
     )
 with c2:
     widgets.chart(
-        make_distribution_figure(summary["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),
+        make_distribution_figure(shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),
         "overview.advantage",
         "advantages",
     )
 with c3:
     widgets.chart(
-        make_distribution_figure(summary["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
+        make_distribution_figure(shown["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
         "overview.lengths",
         "lengths",
     )
+if sample_note:
+    st.caption(sample_note + " The counts below are of every trajectory.")
 verdicts = summary["verdict"].map(VERDICT_LABELS).value_counts()
 st.caption(
     "Rejection-sampling verdicts (rows): "
@@ -85,9 +93,9 @@ st.caption(
 
 st.subheader("Problems the loader reported")
 if problems:
-    st.dataframe(pd.DataFrame([vars(p) for p in problems]), hide_index=True, width="stretch")
+    widgets.paged_dataframe(pd.DataFrame([vars(p) for p in problems]), "problems", "overview.problems")
 else:
     st.success("None: every record loaded.")
 
 with st.expander("All trajectories"):
-    st.dataframe(summary, hide_index=True, width="stretch")
+    widgets.paged_dataframe(summary, "trajectories", "overview.trajectories")
