@@ -168,6 +168,9 @@ def run_browser(folder: Path, name: str, run_name: str, timeout_ms: float) -> in
 
             step("sidebar estimator → GRPO", second_scheme)
             browser.close()
+    except Exception:
+        print(f"the benchmark stopped; the server's log is {log}:\n{log.read_text()[-3000:]}", file=sys.stderr)
+        raise
     finally:
         peak = proc_mib(proc.pid, "VmHWM")
         proc.terminate()
