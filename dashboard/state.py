@@ -130,6 +130,19 @@ def keep_widget_state() -> None:
             ss[k] = ss[k]
 
 
+# Widget callbacks live here, never as lambdas in a page: Streamlit keeps a widget's callback until the page runs
+# again, and a page lambda keeps the whole page's globals alive with it (the last credit result among them, 1 GiB
+# on a 50,000-trajectory run), so a dropped result stayed in memory while the next scheme was computed.
+def clear_highlight() -> None:
+    """Token view's "Clear highlight" button: forget the Diagnostics finding whose tokens are outlined."""
+    st.session_state[K.HIGHLIGHT] = None
+
+
+def heatmap_toggled() -> None:
+    """Token view's heatmap toggle was touched: from now on the person decides, not the trajectory's length."""
+    st.session_state[K.HEAT_AUTO] = False
+
+
 def apply_query_params(params: dict[str, str]) -> list[str]:
     """Put a deep link's parameters into session state; returns the problems found (bad codes are ignored)."""
     ss = st.session_state

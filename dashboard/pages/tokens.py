@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import diagnostics, services, tokens_html, widgets
+from dashboard import diagnostics, services, state, tokens_html, widgets
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
 from dashboard.tables import QUANTITY_HELP
@@ -63,9 +63,7 @@ if ident := st.session_state[K.HIGHLIGHT]:
     marked = finding.tokens.get(ctx.traj, ()) if finding else ()
     note, actions = st.columns([5, 1], vertical_alignment="center")
     note.html(diagnostics.highlight_note_html(finding, ident, ctx.traj, summary["id"], (start, stop)))
-    actions.button(
-        "Clear highlight", key="tokens.clear_highlight", on_click=lambda: st.session_state.update({K.HIGHLIGHT: None})
-    )
+    actions.button("Clear highlight", key="tokens.clear_highlight", on_click=state.clear_highlight)
     actions.page_link("dashboard/pages/diagnostics.py", label="Diagnostics", icon=":material/arrow_back:")
 turn_labels = {
     int(r["turn"]): f"Turn {int(r['turn'])} · reward {r['turn reward']:+.3g} · mean advantage "
@@ -83,7 +81,7 @@ if st.session_state[K.HEAT_AUTO]:
 show_heat = st.toggle(
     "Heatmap of every quantity at every position",
     key=K.HEAT_SHOW,
-    on_change=lambda: st.session_state.update({K.HEAT_AUTO: False}),
+    on_change=state.heatmap_toggled,
     help="Rows: the quantities chosen below; columns: token positions (all of them, also past the text window). "
     "Hover a cell for its value.",
 )
