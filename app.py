@@ -1,8 +1,8 @@
 """CreditLens: `streamlit run app.py`. The frame only: page config, the shared sidebar, navigation.
 
 Streamlit runs this file as ``__main__`` for every page run (``main`` below). ``streamlit run app.py`` first
-imports it as the module ``app`` and finds ``app = st.App(...)``: that serves this same file and, while the
-server starts, warms the engine up in the background (``dashboard/warmup.py``), so the first page paints fast.
+imports it as the module ``app`` and finds ``app = st.App(...)``: that serves this same file; the import also
+starts warming the engine up in the background (``dashboard/warmup.py``), so the first page paints fast.
 """
 
 import time
@@ -21,17 +21,26 @@ PAGES = (
 )
 
 
+STARTING = (
+    '<p style="color:#57606a">Starting CreditLens: loading the engine (PyTorch) and computing the first view…</p>'
+)
+
+
 def main() -> None:
     started = time.perf_counter()  # the sidebar's "page run" time counts the first run's imports too
+    st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
     from dashboard import warmup
 
-    warmup.wait_for_imports()  # never import the engine from two threads at once
+    if warmup.importing():  # a server's first seconds: say so rather than show a blank page
+        note = st.empty()
+        note.html(STARTING)  # the browser also loads its HTML element now, before the token view needs it
+        warmup.wait_for_imports()  # never import the engine from two threads at once
+        note.empty()
     from dashboard import sidebar, state
     from dashboard.state import K
     from engine.perf import tune_allocator
 
     tune_allocator()  # big [B, T] temporaries reuse heap memory instead of fresh mmaps (idempotent, per process)
-    st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
     state.init()
     state.keep_widget_state()
     landing = st.session_state.get(K.LANDING)
@@ -53,11 +62,13 @@ def main() -> None:
         page.run()
     finally:  # also when a page ends early with st.stop()
         sidebar.engine_status(status, ctx, time.perf_counter() - started)
+        warmup.page_run_ended()
 
 
 if __name__ == "__main__":
     main()
 else:  # imported by `streamlit run app.py` (or `uvicorn app:app`): the server, warmed up in the background
-    from dashboard.warmup import lifespan
+    from dashboard import warmup
 
-    app = st.App(__file__, lifespan=lifespan)
+    warmup.start()
+    app = st.App(__file__)

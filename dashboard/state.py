@@ -130,9 +130,10 @@ def keep_widget_state() -> None:
             ss[k] = ss[k]
 
 
-# Widget callbacks live here, never as lambdas in a page: Streamlit keeps a widget's callback until the page runs
-# again, and a page lambda keeps the whole page's globals alive with it (the last credit result among them, 1 GiB
-# on a 50,000-trajectory run), so a dropped result stayed in memory while the next scheme was computed.
+# Widget callbacks (and format_func) live in modules, never as lambdas or functions defined in a page: Streamlit
+# keeps them with the widget until the page runs again, and a function defined in a page keeps that page's whole
+# globals alive (the last credit result among them, 1 GiB on a 50,000-trajectory run), so a dropped result stayed
+# in memory while the sidebar computed the next scheme.
 def clear_highlight() -> None:
     """Token view's "Clear highlight" button: forget the Diagnostics finding whose tokens are outlined."""
     st.session_state[K.HIGHLIGHT] = None

@@ -29,6 +29,11 @@ HIGHLIGHT_CSS = (
 )
 
 
+def overlay_label(name: str) -> str:
+    """The token view's overlay pill for ``name`` (a key of ``OVERLAYS``): "info" → "info mask"."""
+    return f"{name} mask"
+
+
 def escape(value: object) -> str:
     """HTML-escape anything (``str()`` first), quotes included, so it is safe in text and in attributes."""
     return html.escape(str(value), quote=True)

@@ -65,20 +65,24 @@ class Server:
     started: float  # time.perf_counter() when the process was started
     proc: subprocess.Popen
     log: Path  # the server's stdout and stderr (a file, so a chatty server never blocks on a full pipe)
+    ready: float = float("nan")  # time.perf_counter() when /_stcore/health first answered (the server listens)
 
     def output(self, tail: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-tail:] if self.log.exists() else ""
 
 
-def start_server(extra_args: Sequence[str] = (), env: dict | None = None, timeout: float = 60) -> Server:
-    """``streamlit run app.py`` on a free port of 127.0.0.1, headless; returns once /_stcore/health answers."""
+def start_server(
+    extra_args: Sequence[str] = (), env: dict | None = None, timeout: float = 60, app: Path = ROOT / "app.py"
+) -> Server:
+    """``streamlit run app.py`` (or another ``app``) on a free port of 127.0.0.1, headless; returns once
+    /_stcore/health answers."""
     port = free_port()
     cmd = [
         sys.executable,
         "-m",
         "streamlit",
         "run",
-        str(ROOT / "app.py"),
+        str(app),
         "--server.port",
         str(port),
         "--server.address",
@@ -101,6 +105,7 @@ def start_server(extra_args: Sequence[str] = (), env: dict | None = None, timeou
         try:
             with urllib.request.urlopen(f"{server.url}/_stcore/health", timeout=2) as r:
                 if r.status == 200:
+                    server.ready = time.perf_counter()
                     return server
         except OSError:
             if proc.poll() is not None or time.time() > deadline:

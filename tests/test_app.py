@@ -515,9 +515,59 @@ def test_warmup_computes_exactly_the_first_page_runs_view() -> None:
     assert ctx.handle.session_only is False  # the shared cache, the one the warm-up filled
 
 
+def test_warmup_pauses_the_collector_only_for_the_landing_view_and_draws_plotly_after_the_first_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the first paint waits for runs without the garbage collector; Plotly's first figure (the landing view
+    has none) waits until the first page run has ended; the collector is on again afterwards."""
+    import gc
+    import threading
+
+    from dashboard import services, warmup
+    from dashboard.figures import tokens as token_figures
+
+    seen = []
+
+    class FirstPage(threading.Event):
+        def wait(self, timeout=None):
+            seen.append(("first page waited for", gc.isenabled()))
+            return True
+
+    real_table = services.token_table
+
+    def token_table(*args):
+        seen.append(("token table", gc.isenabled()))
+        return real_table(*args)
+
+    monkeypatch.setattr(warmup, "_first_page_done", FirstPage())
+    monkeypatch.setattr(services, "token_table", token_table)
+    monkeypatch.setattr(token_figures, "make_token_heatmap_figure", lambda *a: seen.append(("plotly", gc.isenabled())))
+    assert gc.isenabled()
+    warmup.warm()
+    assert seen == [("token table", False), ("first page waited for", True), ("plotly", True)]
+    assert gc.isenabled()
+
+
+def test_first_page_run_during_the_warmup_shows_a_note_then_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session that arrives while the server still imports the engine sees "Starting CreditLens…" until the
+    imports are done; then the note is gone and the token view is drawn."""
+    from dashboard import warmup
+
+    waited = []
+    monkeypatch.setattr(warmup, "importing", lambda: True)
+    monkeypatch.setattr(warmup, "wait_for_imports", lambda: waited.append(True))
+    at = new_app()
+    at.run()
+    no_errors(at, "first run during the warm-up")
+    assert waited == [True]
+    main_text = " ".join(str(getattr(e, "value", "")) for e in at.main)
+    assert "Starting CreditLens" not in main_text
+    assert at.session_state[K.CONTEXT].traj == 0
+
+
 def test_streamlit_run_serves_app_py_as_an_asgi_app_with_the_warmup() -> None:
-    """`streamlit run app.py` finds ``app = st.App(...)`` (so its lifespan starts the warm-up); AppTest and
-    every page run execute the same file as ``__main__``, where that branch is skipped."""
+    """`streamlit run app.py` finds ``app = st.App(...)`` (importing app.py for it starts the warm-up); AppTest
+    and every page run execute the same file as ``__main__``, where that branch is skipped."""
     from streamlit.web.server.app_discovery import discover_asgi_app
 
     found = discover_asgi_app(Path(APP))

@@ -36,7 +36,7 @@ overlays = right.pills(
     list(tokens_html.OVERLAYS),
     selection_mode="multi",
     key=K.OVERLAYS,
-    format_func=lambda o: f"{o} mask",
+    format_func=tokens_html.overlay_label,
     help="\n\n".join(f"**{k}**: {v}" for k, v in tokens_html.OVERLAYS.items()),
 )
 
