@@ -1,8 +1,8 @@
 """CreditLens: `streamlit run app.py`. The frame only: page config, the shared sidebar, navigation.
 
 Streamlit runs this file as ``__main__`` for every page run (``main`` below). ``streamlit run app.py`` first
-imports it as the module ``app`` and finds ``app = st.App(...)``: that serves this same file; the import also
-starts warming the engine up in the background (``dashboard/warmup.py``), so the first page paints fast.
+imports it as the module ``app`` and finds ``app = st.App(...)``: that serves this same file and, while the
+server starts, warms the engine up in the background (``dashboard/warmup.py``), so the first page paints fast.
 """
 
 import time
@@ -68,7 +68,6 @@ def main() -> None:
 if __name__ == "__main__":
     main()
 else:  # imported by `streamlit run app.py` (or `uvicorn app:app`): the server, warmed up in the background
-    from dashboard import warmup
+    from dashboard.warmup import lifespan
 
-    warmup.start()
-    app = st.App(__file__)
+    app = st.App(__file__, lifespan=lifespan)

@@ -566,8 +566,8 @@ def test_first_page_run_during_the_warmup_shows_a_note_then_the_page(monkeypatch
 
 
 def test_streamlit_run_serves_app_py_as_an_asgi_app_with_the_warmup() -> None:
-    """`streamlit run app.py` finds ``app = st.App(...)`` (importing app.py for it starts the warm-up); AppTest
-    and every page run execute the same file as ``__main__``, where that branch is skipped."""
+    """`streamlit run app.py` finds ``app = st.App(...)`` (so its lifespan starts the warm-up); AppTest and
+    every page run execute the same file as ``__main__``, where that branch is skipped."""
     from streamlit.web.server.app_discovery import discover_asgi_app
 
     found = discover_asgi_app(Path(APP))
