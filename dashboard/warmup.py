@@ -13,7 +13,7 @@ paused (torch and pandas allocate millions of objects: imports 1.5 s → 1.1 s, 
 does not search installed packages for out-of-tree device backends (``TORCH_DEVICE_BACKEND_AUTOLOAD=0``, unless
 set), and Plotly's first figure is built only after the first page run has ended (the landing view draws none).
 It starts when the server is about to listen, not when app.py is imported: started at the import it slowed the
-server's own start-up by ~0.4 s, and the first paint with it (bench_first_paint: median 4.2 s against 3.7 s).
+server's own start-up by ~0.4 s, and the first paint with it (8 interleaved cold starts: median 4.2 s, not 3.7 s).
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def page_run_ended() -> None:
 
 
 def warm() -> float:
-    """Import everything, then compute the landing view into the caches; returns the seconds it took."""
+    """Import everything, then compute the landing view into the caches; returns the seconds that took (Plotly's
+    first figure, after the first page run, not counted)."""
     t0 = time.perf_counter()
     with _gc_paused():
         try:
@@ -111,9 +112,10 @@ def warm() -> float:
         services.trajectory_summary(handle, cfg)
         services.turn_table(handle, cfg, i)
         table = services.token_table(handle, cfg, i)
+    seconds = time.perf_counter() - t0
     _first_page_done.wait(FIRST_PAGE_WAIT_S)  # no chart on the landing view: first paint first, then Plotly
     make_token_heatmap_figure(table, ["advantage"])  # plotly builds its validators on the first figure
-    return time.perf_counter() - t0
+    return seconds
 
 
 class _QuietWarmup(logging.Filter):
