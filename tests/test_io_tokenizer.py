@@ -38,6 +38,19 @@ def test_same_ids_as_qwen_tiktoken_vocabulary():
         assert ours.tolist() == reference.encode(text), text[:40]
 
 
+def test_encoding_in_chunks_gives_each_text_its_own_ids():
+    """encode_many encodes ENCODE_CHUNK texts per call; across the chunk boundaries every text still gets exactly
+    the ids it gets alone, in order (texts differ, so a shifted or dropped chunk would show)."""
+    from engine.io.tokenize import ENCODE_CHUNK
+
+    tok = get_tokenizer(None)
+    texts = [f"{TEXTS[i % len(TEXTS)]} #{i}" for i in range(2 * ENCODE_CHUNK + 3)]
+    chunked = encode_many(tok, texts)
+    assert len(chunked) == len(texts)
+    for i in (0, ENCODE_CHUNK - 1, ENCODE_CHUNK, 2 * ENCODE_CHUNK, len(texts) - 1):
+        assert chunked[i].tolist() == tok.encode(texts[i], add_special_tokens=False), i
+
+
 def test_special_token_ids():
     qwen25, qwen3 = get_tokenizer("qwen2.5"), get_tokenizer("qwen3")
     shared = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645, "<tool_call>": 151657}

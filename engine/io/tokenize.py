@@ -75,15 +75,23 @@ def _backend(tok):
     return getattr(tok, "backend_tokenizer", None)
 
 
+ENCODE_CHUNK = 256  # texts per encode_batch call: its Encoding objects (ids, tokens, masks, …) live only this long
+
+
 def encode_many(tok, texts: Sequence[str]) -> list[np.ndarray]:
-    """Token ids [n_i] int32 of each text, no BOS/EOS added (special tokens written in the text are kept)."""
+    """Token ids [n_i] int32 of each text, no BOS/EOS added (special tokens written in the text are kept).
+    Encodes ``ENCODE_CHUNK`` texts at a time and keeps only their ids: a single batch of a big run's texts held
+    every token's Encoding fields at once (+126 MiB kept by the allocator for 2,000 × 1,000 tokens)."""
     if not texts:
         return []
     backend = _backend(tok)
-    if backend is not None:
-        encs = backend.encode_batch_fast(list(texts), add_special_tokens=False)
-        return [np.asarray(e.ids, dtype=TOKEN_DTYPE) for e in encs]
-    return [np.asarray(tok.encode(t, add_special_tokens=False), dtype=TOKEN_DTYPE) for t in texts]
+    if backend is None:
+        return [np.asarray(tok.encode(t, add_special_tokens=False), dtype=TOKEN_DTYPE) for t in texts]
+    out: list[np.ndarray] = []
+    for k in range(0, len(texts), ENCODE_CHUNK):
+        encs = backend.encode_batch_fast(list(texts[k : k + ENCODE_CHUNK]), add_special_tokens=False)
+        out += [np.asarray(e.ids, dtype=TOKEN_DTYPE) for e in encs]
+    return out
 
 
 def encode_with_offsets(tok, text: str) -> tuple[np.ndarray, np.ndarray]:
