@@ -84,7 +84,7 @@ def importing() -> bool:
 
 def wait_for_imports() -> None:
     """Block until a running warm-up has done its imports (at once when there is none, or it failed)."""
-    if _thread is not None and _thread.is_alive() and not _imported.wait(IMPORT_WAIT_S):
+    if importing() and not _imported.wait(IMPORT_WAIT_S):
         LOG.warning("warm-up imports still running after %d s; going on", IMPORT_WAIT_S)
 
 
@@ -135,10 +135,10 @@ def _run() -> None:
 
 
 def start() -> threading.Thread | None:
-    """Start the warm-up in a daemon thread (unless ``CREDITLENS_WARMUP=0``, or it runs already)."""
+    """Start the warm-up in a daemon thread (unless ``CREDITLENS_WARMUP=0``)."""
     global _thread
-    if os.environ.get(ENV, "1") == "0" or _thread is not None:
-        return _thread
+    if os.environ.get(ENV, "1") == "0":
+        return None
     _thread = threading.Thread(target=_run, name=NAME, daemon=True)
     _thread.start()
     return _thread
