@@ -21,6 +21,12 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--tokenizer", default=None, help="Hugging Face tokenizer name or path (default: offline Qwen2.5)")
     p.add_argument("--strict", action="store_true", help="fail on the first problem instead of skipping bad records")
     p.add_argument("--max-bytes", type=int, default=None, help="largest record (JSONL line) to read, in bytes")
+    p.add_argument(
+        "--response-length",
+        type=int,
+        default=None,
+        help="the trainer's response length limit (verl data.max_response_length): flags rows cut at it as truncated",
+    )
     p.add_argument("--name", default=None, help="run name to store in the output header")
     p.add_argument(
         "--synthesize",
@@ -40,7 +46,14 @@ def run_convert(args: argparse.Namespace) -> int:
     from engine.io.synth.augment import synthesize_per_token
 
     start = time.perf_counter()
-    res = load_run(args.input, fmt=args.fmt, tokenizer=args.tokenizer, strict=args.strict, max_bytes=args.max_bytes)
+    res = load_run(
+        args.input,
+        fmt=args.fmt,
+        tokenizer=args.tokenizer,
+        strict=args.strict,
+        max_bytes=args.max_bytes,
+        response_length=args.response_length,
+    )
     for problem in res.problems:
         print(f"problem: {problem}", file=sys.stderr)
     run = res.run

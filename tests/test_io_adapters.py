@@ -146,7 +146,7 @@ def test_verl_rollout_dump(tmp_path, tok):
     path = write_jsonl(tmp_path / "3.jsonl", rows)
     assert detect_format(path) == "verl_rollout"
     res = load_run(path)
-    assert res.problems == []
+    assert [p.reason.split(":")[0] for p in res.problems] == ["2 rows"]  # the final <|im_end|> is assumed
     t0, t1 = res.run.trajectories
     assert [s.role for s in t0.segments] == ["model", "tool", "model"]
     assert t0.segments[2].token_ids.tolist() == ids(tok, "<answer> Bob </answer>") + [IM_END]
@@ -158,6 +158,7 @@ def test_verl_rollout_dump(tmp_path, tok):
         "ground_truth": "Bob",
         "synthesized": ["end_of_turn_token"],
         "reward_components": {"acc": 1.0},
+        "extra": {"pred": "Bob"},  # kept, not read as a reward
     }
     assert t0.group_id == t1.group_id and t0.id == "3:1"
 
@@ -167,9 +168,9 @@ def test_verl_rollout_tool_agent_loop_output(tmp_path):
     out = call + "\nuser\n<tool_response>\n4\n</tool_response>\nassistant\nIt is 4."
     path = write_jsonl(tmp_path / "1.jsonl", [{"input": "q", "output": out, "score": 1.0, "step": 1}])
     (traj,) = load_run(path).run.trajectories
-    assert [(s.role, s.text) for s in traj.segments] == [
-        ("model", 'I will compute.<tool_call>\n{"name": "calc"}\n</tool_call>'),
-        ("tool", "\nuser\n<tool_response>\n4\n</tool_response>\nassistant\n"),
+    assert [(s.role, s.text) for s in traj.segments] == [  # the template tokens the dump dropped are back
+        ("model", 'I will compute.<tool_call>\n{"name": "calc"}\n</tool_call><|im_end|>'),
+        ("tool", "\n<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n<|im_start|>assistant\n"),
         ("model", "It is 4.<|im_end|>"),
     ]
 
@@ -285,7 +286,7 @@ def test_rllm_legacy_token_mode_and_chat_dump(tmp_path):
     chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
     path = write_jsonl(tmp_path / "legacy.jsonl", [token_mode, chat])
     res = load_run(path, fmt="rllm")
-    assert res.problems == []
+    assert [p.field for p in res.problems] == ["group_id"]  # two rollouts, each alone in its group: reported
     t0, t1 = res.run.trajectories
     assert [(s.role, s.token_ids.tolist()) for s in t0.segments] == [
         ("model", [10, 11]),

@@ -55,7 +55,10 @@ def test_random_runs_round_trip_through_both_formats(tmp_path, trajs):
         path = tmp_path / f"r{suffix}"
         save_run(run, path)
         res = load_run(path)
-        assert all("missing while other trajectories have it" in p.reason for p in res.problems)
+        expected = ("missing while other trajectories have it", "is alone in its group")
+        assert all(any(e in p.reason for e in expected) for p in res.problems)
+        alone = len(trajs) > 1 and len({t.group_id for t in trajs}) == len(trajs)
+        assert alone == any("is alone in its group" in p.reason for p in res.problems)
         assert res.run.trajectories == trajs
         assert res.run.content_hash == run.content_hash
         assert res.run.name == "prop"

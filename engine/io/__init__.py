@@ -12,5 +12,6 @@ from engine.io.load import LoadResult, load_run, save_run
 from engine.io.model import Segment, Trajectory
 from engine.io.problems import Problem
 from engine.io.run import Run
+from engine.io.verl_export import export_verl_batch
 
-__all__ = ["LoadResult", "Problem", "Run", "Segment", "Trajectory", "load_run", "save_run"]
+__all__ = ["LoadResult", "Problem", "Run", "Segment", "Trajectory", "export_verl_batch", "load_run", "save_run"]

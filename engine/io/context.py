@@ -14,16 +14,25 @@ class LoadContext:
     """Per-file loading state shared by the reader, the adapter and the pipeline.
 
     ``max_bytes`` caps one record (a JSONL line, a whole JSON document). Adapters may set ``run_name``,
-    ``run_tokenizer`` and ``run_metadata`` when the file says so (the native header line does).
+    ``run_tokenizer`` and ``run_metadata`` when the file says so (the native header line does). ``tokenizer`` is
+    the name the caller asked for (None: the file's own or the default); ``response_length`` the trainer's
+    response length limit when the caller knows it (formats that drop the end-of-turn token need it to tell a
+    finished row from a cut one).
     """
 
     file: str
     log: ProblemLog
     progress: ProgressFn = no_progress
     max_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    tokenizer: str | None = None
+    response_length: int | None = None
     run_name: str | None = None
     run_tokenizer: str | None = None
     run_metadata: dict = field(default_factory=dict)
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)
+
+    def note(self, field_: str | None, reason: str) -> None:
+        """What the reader assumed or recovered about this file as a whole (a run-scope problem)."""
+        self.log.note(self.file, field_, reason)

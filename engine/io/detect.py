@@ -1,8 +1,9 @@
 """Format detection by content (never by file name alone); ``load_run(fmt=...)`` overrides it.
 
 Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
-dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
-``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
+dumps. A bare pickle (``DataProto.save_to_disk``, ``pickle.dump``) is refused: loading it would run code.
+Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's ``sniff`` in
+registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
 
 SNIFF_RECORDS = 5
+PICKLE_PROTO, PICKLE_VERSIONS = b"\x80", {bytes([v]) for v in range(2, 6)}  # pickle's PROTO opcode, protocols 2-5
 
 
 def parquet_columns(path: Path) -> list[str]:
@@ -36,6 +38,13 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
             if a.sniff_columns is not None and a.sniff_columns(cols):
                 return a.name
         raise ValueError(f"cannot detect the format of {path}: Parquet columns {cols[:12]} match no known format")
+    if magic[:1] == PICKLE_PROTO and magic[1:2] in PICKLE_VERSIONS:
+        from engine.io.adapters.verl_tensors import EXPORT_HINT
+
+        raise ValueError(
+            f"{path}: a Python pickle (verl's DataProto.save_to_disk writes one), which CreditLens does not load. "
+            f"{EXPORT_HINT}"
+        )
     if zipfile.is_zipfile(path):
         return "verl_tensors"
     ctx = LoadContext(file=str(path), log=ProblemLog())

@@ -22,7 +22,7 @@ from engine.io.run import Run
 from engine.io.tokenize import canonical_name, fill_tokens, get_tokenizer, known_vocab_size, needs_tokenizer, vocab_size
 from engine.io.validate import validate_trajectory
 
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".npz")
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".npz", ".pkl", ".pickle")  # pickles: reported, never read
 CHUNK = 512
 
 
@@ -52,13 +52,16 @@ def load_run(
     strict: bool = False,
     progress: Callable[[float, str], None] | None = None,
     max_bytes: int | None = None,
+    response_length: int | None = None,
 ) -> LoadResult:
     """Load a run from ``path`` (file or directory) in format ``fmt`` (detected from content when None).
 
     ``tokenizer``: Hugging Face name or path for text that needs tokenizing and for display (default: the
     file's own tokenizer if it names one, else offline Qwen2.5). ``strict``: raise ``ValueError`` on the first
     problem. ``progress(fraction, message)`` is called while reading. ``max_bytes`` caps one record (default
-    16 MiB). Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
+    16 MiB). ``response_length``: the trainer's response length limit (verl ``data.max_response_length``); formats
+    that drop the end-of-turn token (verl's rollout dump) use it to flag rows cut at the limit as truncated.
+    Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
     """
     path = Path(path)
@@ -75,7 +78,13 @@ def load_run(
     seen: set[str] = set()
     infos = []
     for n, file in enumerate(files):
-        ctx = LoadContext(file=str(file), log=log, max_bytes=max_bytes or DEFAULT_MAX_RECORD_BYTES)
+        ctx = LoadContext(
+            file=str(file),
+            log=log,
+            max_bytes=max_bytes or DEFAULT_MAX_RECORD_BYTES,
+            tokenizer=tokenizer,
+            response_length=response_length,
+        )
         ctx.progress = _scaled(report, n, len(files))
         try:
             infos.append(_load_file(file, fmt, tokenizer, ctx, seen, trajectories))
@@ -85,8 +94,22 @@ def load_run(
             log.add(str(file), None, None, f"{e}; file skipped")
     for problem in missing_field_problems(trajectories, str(path)):
         log.add(problem.file, problem.line, problem.field, problem.reason)
+    for reason in degenerate_group_reasons(trajectories):
+        log.note(str(path), "group_id", reason)
     report(1.0, f"loaded {len(trajectories):,} trajectories")
     return LoadResult(run=_make_run(path, infos, trajectories, log), problems=log.problems)
+
+
+def degenerate_group_reasons(trajectories: list[Trajectory]) -> list[str]:
+    """Why the run's groups look wrong: every trajectory alone in its group (group-relative estimators then
+    see raw scores). A run of one trajectory, or with at least one real group, says nothing."""
+    if len(trajectories) < 2 or len({t.group_id for t in trajectories}) < len(trajectories):
+        return []
+    return [
+        f"every one of the {len(trajectories):,} trajectories is alone in its group, so GRPO, RLOO and the other "
+        "group-relative estimators see raw scores; if rollouts of one prompt were meant to share a group, the "
+        "group field of this format did not say so (check uid / group_id)"
+    ]
 
 
 def _load_file(file: Path, fmt, tokenizer, ctx: LoadContext, seen: set[str], out: list[Trajectory]) -> dict:

@@ -17,13 +17,16 @@ class Problem:
 
     ``file`` is the path as given, ``line`` the 1-based line of a JSONL record (``None`` for whole-file or
     non-line formats; tensor dumps use the row index in ``field``), ``field`` a dotted path into the record
-    (``segments[2].log_probs``) or ``None``, ``reason`` a sentence a person can act on.
+    (``segments[2].log_probs``) or ``None``, ``reason`` a sentence a person can act on. ``scope`` is ``"record"``
+    for a problem with one record and ``"run"`` for what a reader had to assume or recover about the file or
+    the run as a whole (a re-added end-of-turn token, groups recovered from per-row ids): nothing was skipped.
     """
 
     file: str
     line: int | None
     field: str | None
     reason: str
+    scope: str = "record"
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
@@ -48,6 +51,13 @@ class ProblemLog:
 
     def add(self, file: str, line: int | None, field_: str | None, reason: str) -> None:
         problem = Problem(str(file), line, field_, reason)
+        if self.strict:
+            raise ValueError(str(problem))
+        self.problems.append(problem)
+
+    def note(self, file: str, field_: str | None, reason: str) -> None:
+        """Record what a reader assumed or recovered about a whole file or run (``scope="run"``)."""
+        problem = Problem(str(file), None, field_, reason, scope="run")
         if self.strict:
             raise ValueError(str(problem))
         self.problems.append(problem)

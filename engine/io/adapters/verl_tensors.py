@@ -1,15 +1,25 @@
 """Adapter ``verl_tensors``: a verl batch dump (``DataProto.batch`` + ``non_tensor_batch`` as plain arrays).
 
 Files: ``.pt`` read with ``torch.load(weights_only=True)`` (never unpickles code; a dict of tensors, lists and
-strings, optionally nested as ``{"batch": {...}, "non_tensor_batch": {...}}``), ``.npz`` read with
-``allow_pickle=False``, or Parquet with one row per trajectory and list columns.
+strings, optionally nested as ``{"batch": {...}, "non_tensor_batch": {...}}``, as ``engine.io.export_verl_batch``
+writes it), ``.npz`` read with ``allow_pickle=False``, or Parquet with one row per trajectory and list columns.
+verl's own writers pickle (``DataProto.save_to_disk``, ``torch.save`` of a TensorDict, numpy object arrays for
+``uid``): those files are refused with a message that points to ``export_verl_batch``.
 
 Keys (verl names): ``responses`` [B, T] (or ``response_ids``); ``attention_mask`` [B, T] or [B, P+T] (the last T
 columns are the response); ``response_mask`` [B, T] (1 = generated; absent -> every attended token is
-generated, as verl assumes); ``prompts`` [B, P]; ``token_level_scores`` (else ``token_level_rewards``),
-``old_log_probs``, ``ref_log_prob``, ``values`` [B, T]; ``uid``/``index`` [B] group ids; ``reward_baselines`` [B];
+generated, as verl assumes); ``prompts`` [B, P]; ``old_log_probs`` (else the agent loop's ``rollout_log_probs``,
+noted in the run's metadata), ``ref_log_prob``, ``values`` [B, T]; ``uid``/``index`` [B] group ids;
+``reward_baselines`` [B]; ``advantages`` [B, T] (verl's own, kept as ``metadata.logged_advantages`` to compare);
 optional ``turn_ids`` [B, T] or KG-R1 ``turn_sequence_tensor`` [B, P+T] (only checked: ids on generated tokens
-must not go backwards). Any other 1-D numeric array of length B becomes a global reward component.
+must not go backwards).
+
+The reward is token-level, as verl trains on it: ``token_level_scores``, else the agent loop's ``rm_scores``,
+else ``token_level_rewards`` (after verl's in-reward KL, if that was on; noted). Other 1-D numeric arrays
+(``score``, ``acc``, … of ``reward_extra_info``) are ``metadata.reward_components``: shown, never added to the
+reward. Only when no token-level reward exists does a 1-D ``score`` (what verl's reward function returns and
+places on the last response token) become the reward, reported; with neither, every reward is 0 and a problem
+says so. bf16/fp16 tensors are read as float32, sparse ones densified.
 Runs of ``response_mask`` = 1 are model segments, runs of 0 inside the attention mask tool segments.
 A field whose shape or dtype does not fit ``responses`` is reported and ignored; a bad row (token id out of
 range, NaN on a real token, a null Parquet row) is a problem ``row[b].<field>``. Padding is never checked.
@@ -32,6 +42,12 @@ from engine.io.problems import UNFORESEEN, RecordError, malformed
 
 NAME = "verl_tensors"
 PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
+TOKEN_REWARDS = ("token_level_scores", "rm_scores", "token_level_rewards")  # first present is the reward
+EXPORT_HINT = (
+    "CreditLens never unpickles files (loading a pickle runs code). In the trainer, write the batch with "
+    "engine.io.export_verl_batch(batch, 'step.pt') or the few lines in docs/FORMAT.md ('verl batches'), which "
+    "store plain tensors and strings"
+)
 NOT_REWARDS = frozenset(
     {
         "uid",
@@ -52,13 +68,16 @@ def sniff_columns(names: list[str]) -> bool:
 
 
 def _to_numpy(value):
-    try:
-        import torch
+    """Tensors as numpy arrays: bf16/fp16 as float32 (numpy has no bf16), sparse ones densified."""
+    import torch
 
-        if isinstance(value, torch.Tensor):
-            return value.detach().cpu().numpy()
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        if value.layout != torch.strided:
+            value = value.to_dense()
+        if value.dtype in (torch.bfloat16, torch.float16):
+            value = value.float()
+        return value.numpy()
     return value
 
 
@@ -86,14 +105,26 @@ def load_arrays(path: Path) -> dict[str, object]:
     with zipfile.ZipFile(path) as z:
         names = z.namelist()
     if any(n.endswith(".npy") for n in names):
+        out = {}
         with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+            for k in data.files:
+                try:
+                    out[k] = data[k]
+                except ValueError:  # an object array (verl's non_tensor_batch keeps uid as dtype=object)
+                    raise ValueError(
+                        f"{path}: field {k!r} is a numpy object array, which only a pickle can read. Save it as "
+                        f"strings (np.asarray(x, dtype=str)), or: {EXPORT_HINT}"
+                    ) from None
+        return out
     import torch
 
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError variants
-        raise ValueError(f"{path}: cannot load safely with torch.load(weights_only=True): {e}") from None
+        raise ValueError(
+            f"{path}: cannot load safely with torch.load(weights_only=True): it holds Python objects "
+            f"({_unsupported_global(e)}), e.g. a TensorDict or numpy object arrays. {EXPORT_HINT}"
+        ) from None
     if not isinstance(obj, Mapping):
         raise ValueError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
     flat: dict[str, object] = {}
@@ -105,12 +136,20 @@ def load_arrays(path: Path) -> dict[str, object]:
     return flat
 
 
+def _unsupported_global(err: Exception) -> str:
+    """The class a weights-only load refused, from torch's message ("Unsupported global: GLOBAL x.y")."""
+    import re
+
+    m = re.search(r"GLOBAL ([\w.]+)", str(err))
+    return m.group(1) if m else type(err).__name__
+
+
 def _row(data: dict, name: str, b: int):
     value = data.get(name)
     return None if value is None or value[b] is None else np.asarray(value[b])
 
 
-SAME_LENGTH = ("response_mask", "token_level_scores", "token_level_rewards", "turn_ids", *PER_TOKEN)
+SAME_LENGTH = ("response_mask", *TOKEN_REWARDS, "rollout_log_probs", "advantages", "turn_ids", *PER_TOKEN)
 AT_LEAST = ("attention_mask", "turn_sequence_tensor")  # [B, P+T]: the response is the last T columns
 PER_ROW = ("reward_baselines", "truncated")
 
@@ -165,14 +204,46 @@ def _group_ids(data: dict, B: int) -> list[str | None]:
     return [None] * B
 
 
-def _globals(data: dict, B: int) -> dict[str, np.ndarray]:
+def _numeric_list(value: list) -> np.ndarray | None:
+    """A list of plain numbers (a non-tensor column written by ``export_verl_batch``) as an array, else None."""
+    if not all(isinstance(x, (int, float)) for x in value):  # bool is an int
+        return None
+    return np.asarray(value)
+
+
+def _row_columns(data: dict, B: int) -> dict[str, np.ndarray]:
+    """1-D numeric arrays of length B that are not ids or per-row settings: reward components."""
     out = {}
     for key, value in data.items():
-        arr = np.asarray(value) if not isinstance(value, list) else None
+        arr = _numeric_list(value) if isinstance(value, list) else np.asarray(value)
         if key in NOT_REWARDS or arr is None or arr.ndim != 1 or len(arr) != B or arr.dtype.kind not in "biuf":
             continue
         out[key] = arr.astype(np.float64)
     return out
+
+
+def _reward_source(data: dict, columns: dict, ctx: LoadContext) -> tuple[str | None, dict]:
+    """Which field is the reward (token-level first) and the global rewards; reports every fallback."""
+    for name in TOKEN_REWARDS:
+        if data.get(name) is not None:
+            if name == "token_level_rewards":
+                ctx.run_metadata["reward_source"] = "token_level_rewards (after verl's in-reward KL, if it was on)"
+            return name, {}
+    if "score" in columns:
+        ctx.note(
+            "score",
+            "no token-level reward (token_level_scores, rm_scores, token_level_rewards): the 1-D 'score' column is "
+            "each row's reward (verl's reward function places it on the last response token)",
+        )
+        return None, {"score": columns["score"]}
+    names = sorted(k for k in columns if not k.startswith("__"))
+    shown = f" (1-D columns {names} are shown as reward components, not trained on)" if names else ""
+    ctx.note(
+        None,
+        "no reward field: none of token_level_scores, rm_scores, token_level_rewards or a 1-D 'score', so every "
+        f"reward is 0{shown}",
+    )
+    return None, {}
 
 
 def _turns_go_backwards(turns: np.ndarray) -> bool:
@@ -180,7 +251,9 @@ def _turns_go_backwards(turns: np.ndarray) -> bool:
     return bool(t.size > 1 and (np.diff(t) < 0).any())
 
 
-def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str) -> Trajectory:
+def _trajectory(
+    data: dict, b: int, group: str | None, reward: str | None, rewards: dict, columns: dict, stem: str
+) -> Trajectory:
     ids = _row(data, "responses", b)
     if ids is None or ids.ndim != 1:
         raise RecordError("responses", "expected a row of token ids")
@@ -194,12 +267,13 @@ def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str)
     per_token = {}
     for src, dst in PER_TOKEN.items():
         value = _row(data, src, b)
+        if value is None and src == "old_log_probs":
+            src, value = "rollout_log_probs", _row(data, "rollout_log_probs", b)
         if value is not None:
             per_token[dst] = as_float_array(value[valid], src)
-    scores = _row(data, "token_level_scores", b)
-    scores = scores if scores is not None else _row(data, "token_level_rewards", b)
+    scores = _row(data, reward, b) if reward else None
     if scores is not None:
-        per_token["scores"] = as_float_array(scores[valid], "token_level_scores")
+        per_token["scores"] = as_float_array(scores[valid], reward)
     for key in ("turn_ids", "turn_sequence_tensor"):
         turns = _row(data, key, b)
         if turns is not None and _turns_go_backwards(turns[-T:][valid & generated]):
@@ -210,6 +284,14 @@ def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str)
             prompt_ids = prompt_ids[attn[: len(attn) - T][-len(prompt_ids) :] > 0]
         prompt_ids = as_token_ids(prompt_ids, "prompts")
     metadata: dict = {}
+    shown = {k: float(v[b]) for k, v in columns.items() if k not in rewards and not k.startswith("__")}
+    if shown:
+        metadata["reward_components"] = shown
+    for key in (k for k in columns if k.startswith("__")):  # verl's bookkeeping (__num_turns__): a fact, no reward
+        metadata[key.strip("_")] = float(columns[key][b])
+    advantages = _row(data, "advantages", b)
+    if advantages is not None:
+        metadata["logged_advantages"] = as_float_array(advantages[valid], "advantages").tolist()
     if data.get("reward_baselines") is not None:
         metadata["reward_baseline"] = float(np.asarray(data["reward_baselines"])[b])
     if data.get("truncated") is not None:
@@ -219,7 +301,7 @@ def _trajectory(data: dict, b: int, group: str | None, rewards: dict, stem: str)
         group_id=group or (prompt_group_id(prompt_ids.tolist()) if prompt_ids is not None else f"{stem}/row-{b}"),
         prompt=None if prompt_ids is not None else "",
         segments=mask_segments(ids, generated[valid], other_role="tool", **per_token),
-        global_rewards={k: float(v[b]) for k, v in rewards.items()},
+        global_rewards={k: float(v[b]) for k, v in rewards.items()},  # only a fallback 'score'; else token-level
         metadata=metadata,
         prompt_token_ids=prompt_ids,
     )
@@ -236,10 +318,14 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
     if B is None:
         raise ValueError(f"{path}: 'responses' is not a [B, T] array")
     _check_shapes(data, B, ctx)
-    groups, rewards = _group_ids(data, B), _globals(data, B)
+    groups, columns = _group_ids(data, B), _row_columns(data, B)
+    reward, rewards = _reward_source(data, columns, ctx)
+    if data.get("old_log_probs") is None and data.get("rollout_log_probs") is not None:
+        ctx.run_metadata["log_probs_source"] = "rollout_log_probs (the rollout engine's, no old_log_probs)"
     for b in range(B):
         try:
-            yield None, f"row[{b}].", _trajectory(data, b, groups[b], rewards, Path(path).stem)
+            traj = _trajectory(data, b, groups[b], reward, rewards, columns, Path(path).stem)
+            yield None, f"row[{b}].", traj
         except RecordError as err:
             ctx.log.add_error(ctx.file, None, err, f"row[{b}].")
         except UNFORESEEN as err:
