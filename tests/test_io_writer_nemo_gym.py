@@ -88,6 +88,24 @@ def test_aviary_transitions_load_as_turns(tmp_path):
     assert "task_idx" not in res.run.trajectories[0].metadata.get("reward_components", {})
 
 
+def test_aviary_string_input_is_in_the_steps_once(tmp_path):
+    # AviaryAgent.responses turns a string input into a user message that starts every step; the logged request
+    # keeps the string. The prompt holds it once.
+    truth = writer.write_aviary(tmp_path)
+    rec = json.loads(truth.path.read_text().splitlines()[1])
+    rec["responses_create_params"]["input"] = "Solve it."
+    for step in rec["response"]["output"]:
+        step.insert(0, {"role": "user", "content": "Solve it.", "type": "message"})
+    path = tmp_path / "string_input.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    res = load_run(path)
+    assert res.problems == []
+    head = truth.prompts[1].split("<|im_start|>user\n")[0]
+    question = truth.prompts[1].split("<|im_start|>user\n")[1]
+    assert res.run.prompt_text(0) == f"{head}<|im_start|>user\nSolve it.<|im_end|>\n<|im_start|>user\n{question}"
+    assert [(s.role, s.text) for s in res.run.trajectories[0].segments] == truth.segments[1]
+
+
 def test_aviary_step_that_shrinks_is_refused(tmp_path):
     truth = writer.write_aviary(tmp_path)
     rec = json.loads(truth.path.read_text().splitlines()[0])

@@ -100,10 +100,11 @@ def _messages(rec: Mapping, notes: Notes) -> tuple[list[dict], list[dict]]:
     if not isinstance(output, list):
         raise RecordError("response.output", f"expected a list of items, got {type_name(output)}")
     items = flatten_transitions(output, "response.output", notes)
-    if any(isinstance(x, list) for x in output):  # the agent's state begins with its input + first observation
+    transitions = any(isinstance(x, list) for x in output)
+    if transitions:  # the agent's state begins with its input (a string made a message) + first observation
         lead = next((j for j, (_, item) in enumerate(items) if is_assistant_side(item)), len(items))
         prompt_items, items = items[:lead], items[lead:]
-    prompt_msgs = [{"role": "user", "content": raw_input}] if isinstance(raw_input, str) else []
+    prompt_msgs = [{"role": "user", "content": raw_input}] if isinstance(raw_input, str) and not transitions else []
     prompt_msgs += items_to_messages(prompt_items, notes)
     if params.get("instructions"):
         instructions = text(params["instructions"], "responses_create_params.instructions", notes)
