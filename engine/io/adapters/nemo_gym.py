@@ -126,18 +126,18 @@ def _mask_sample(rec: Mapping) -> bool:
 def _note_generations(msgs: list[dict], notes: Notes) -> None:
     """Report generations without ids and a response without any assistant output (0 action tokens)."""
     if notes.empty_generations:
-        n, total = len(notes.empty_generations), n_assistant(msgs)
+        n, total = len(notes.empty_generations), _n_assistant(msgs)
         notes.synthesized.add("generation_token_ids")
         notes.problem(
             notes.empty_generations[0],
             f"empty ([]) on {n} of {total} generations: the model server returned no token ids, so their rendered "
             "text is tokenized instead and they have no log-probs (metadata.synthesized)",
         )
-    if msgs and not n_assistant(msgs):  # an empty output is refused as an empty trajectory
+    if msgs and not _n_assistant(msgs):  # an empty output is refused as an empty trajectory
         notes.problem("response.output", "no assistant output: this rollout has 0 action tokens")
 
 
-def n_assistant(msgs: list[dict]) -> int:
+def _n_assistant(msgs: list[dict]) -> int:
     return sum(m["role"] == "assistant" for m in msgs)
 
 
@@ -159,9 +159,26 @@ def convert(rec: object, default_id: str, stem: str = "", notes: Notes | None = 
         if key not in NOT_REWARDS and key != "reward" and is_number(value)
     }
     task, rollout = rec.get("_ng_task_index"), rec.get("_ng_rollout_index")
-    status = rec["response"].get("status")
+    metadata = _metadata(rec, rewards, components, notes)
+    # Agents that take their tools from the environment (aviary's seed_session) send them to the model but not
+    # in the request they log; the model server echoes them in response.tools.
+    where = "responses_create_params" if rec["responses_create_params"].get("tools") else "response"
+    prompt = render_prompt(prompt_msgs, _tools(rec[where].get("tools"), f"{where}.tools"))
+    return Trajectory(
+        id=f"{stem}/task-{task}/rollout-{rollout}" if task is not None and rollout is not None else default_id,
+        group_id=f"{stem}/task-{task}" if task is not None else prompt_group_id(prompt),
+        prompt=None if prompt_ids is not None else prompt,
+        segments=segs,
+        global_rewards=rewards,
+        metadata=metadata,
+        prompt_token_ids=prompt_ids,
+    )
+
+
+def _metadata(rec: Mapping, rewards: dict, components: dict, notes: Notes) -> dict:
+    """Truncation, the loss exclusion, reward components, the record's other scalars, what was made up."""
     metadata = {
-        "truncated": bool(rec.get("truncated")) or status == "incomplete",
+        "truncated": bool(rec.get("truncated")) or rec["response"].get("status") == "incomplete",
         "nemo_gym": {
             k: v
             for k, v in rec.items()
@@ -178,19 +195,7 @@ def convert(rec: object, default_id: str, stem: str = "", notes: Notes | None = 
         metadata["placeholders"] = list(notes.placeholders)
     if notes.synthesized:
         mark_synthesized(metadata, *notes.synthesized)
-    # Agents that take their tools from the environment (aviary's seed_session) send them to the model but not
-    # in the request they log; the model server echoes them in response.tools.
-    where = "responses_create_params" if rec["responses_create_params"].get("tools") else "response"
-    prompt = render_prompt(prompt_msgs, _tools(rec[where].get("tools"), f"{where}.tools"))
-    return Trajectory(
-        id=f"{stem}/task-{task}/rollout-{rollout}" if task is not None and rollout is not None else default_id,
-        group_id=f"{stem}/task-{task}" if task is not None else prompt_group_id(prompt),
-        prompt=None if prompt_ids is not None else prompt,
-        segments=segs,
-        global_rewards=rewards,
-        metadata=metadata,
-        prompt_token_ids=prompt_ids,
-    )
+    return metadata
 
 
 def read(path: Path, ctx: LoadContext):
