@@ -127,3 +127,25 @@ def test_empty_segments_are_ignored_in_layout():
 def test_empty_run_cannot_be_batched():
     with pytest.raises(ValueError, match="the run has no trajectories"):
         Run([]).to_batch()
+
+
+def test_exclude_from_loss_zeroes_the_action_row_only():
+    # NeMo Gym's mask_sample: the row stays (tokens, attention, turns, rewards), none of it is an action
+    run = Run(
+        [
+            T("a", [S("model", 2), S("tool", 1), S("model", 1)], global_rewards={"r": 1.0}),
+            T(
+                "b",
+                [S("model", 2), S("tool", 1), S("model", 1)],
+                global_rewards={"r": 0.0},
+                metadata={"exclude_from_loss": True},
+            ),
+        ]
+    )
+    b = run.to_batch()
+    assert b.action_mask.tolist() == [[1, 1, 0, 1], [0, 0, 0, 0]]
+    assert b.attention_mask.tolist() == [[1] * 4, [1] * 4]
+    assert b.token_ids.tolist() == [[1, 2, 1, 1], [1, 2, 1, 1]]
+    assert b.turn_ids.tolist() == [[0, 0, 0, 1], [0, 0, 0, 1]]
+    assert b.global_rewards.tolist() == [[1.0], [0.0]]
+    assert run.token_roles(1) == ["model", "model", "tool", "model"]

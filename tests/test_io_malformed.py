@@ -60,6 +60,11 @@ def test_truncated_json(tmp_path):
             "expected a number, got null",
         ),
         (native("x", [seg("model", [1])], prompt=3), "prompt", "expected a string, got int"),
+        (
+            native("x", [seg("model", [1])], metadata={"exclude_from_loss": "yes"}),
+            "metadata.exclude_from_loss",
+            "expected true or false",
+        ),
         ([1, 2, 3], None, "expected a JSON object per trajectory, got list"),
     ],
 )

@@ -8,6 +8,9 @@ Optional per-token tensors follow "all or nothing": present only if every trajec
 segment carries the array; tool segments without one count as 0). ``token_scores`` is the exception: present
 if any trajectory has scores, zeros elsewhere. Reward components are the union of names in first-seen order;
 a missing component is 0.
+
+A trajectory whose ``metadata["exclude_from_loss"]`` is true (a trainer dropped it from the loss, e.g. NeMo Gym's
+``mask_sample``) gets an all-zero action mask row; its tokens, turns and rewards stay.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ def build_batch(
         n = len(lay.token_ids)
         token_ids[b, :n] = lay.token_ids
         attention[b, :n] = 1
-        action[b, :n] = lay.action
+        action[b, :n] = 0 if t.metadata.get("exclude_from_loss") else lay.action
         turn_ids[b, :n] = lay.turn_ids
         for name, out in padded.items():
             out[b, :n] = per_token(t, name)

@@ -3,7 +3,8 @@
 A trajectory is rejected (with a ``RecordError`` naming the field) if: a segment has no tokens it should have,
 a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward or
 ``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), a token id (response or
-prompt) is outside the tokenizer's vocabulary, or the response has zero tokens.
+prompt) is outside the tokenizer's vocabulary, the response has zero tokens, or ``metadata.exclude_from_loss``
+(it zeroes the row's action mask) is not a boolean.
 """
 
 from __future__ import annotations
@@ -65,3 +66,5 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
     baseline = traj.metadata.get("reward_baseline")
     if isinstance(baseline, (int, float)):  # becomes the batch's reward_baselines
         _check_number(as_float(baseline, "metadata.reward_baseline"), "metadata.reward_baseline")
+    if not isinstance(traj.metadata.get("exclude_from_loss", False), bool):
+        raise RecordError("metadata.exclude_from_loss", "expected true or false")

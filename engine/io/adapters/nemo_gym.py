@@ -1,31 +1,51 @@
 """Adapter ``nemo_gym``: NVIDIA NeMo Gym rollouts (OpenAI Responses-API items), one rollout per JSONL line.
 
-* Prompt: ``responses_create_params.input`` (a string, or message items) plus ``instructions`` and ``tools``,
-  rendered with the Qwen2.5 ChatML template (tools in the system block).
-* Response: ``response.output`` items in order. Consecutive assistant-side items (``reasoning``, assistant
-  ``message``, ``function_call``) form one assistant message = one model segment (``<think>`` reasoning,
-  content, ``<tool_call>`` blocks, ``<|im_end|>``); ``function_call_output`` items are tool segments, ``user``
-  messages (environment turns, e.g. blackjack) user segments; template glue goes to the non-model side.
+Written by ``RolloutCollectionHelper.run_from_config`` (``ng_collect_rollouts``): the agent's verify response
+(``response``, ``reward``, the environment's other fields) plus ``_ng_task_index``, ``_ng_rollout_index``,
+``agent_ref``, one ``orjson.dumps`` line each.
+
+* Prompt: ``responses_create_params.input`` (a string, or message items) plus ``instructions`` and ``tools``
+  (``response.tools``, the model server's echo, when the request lists none), rendered with the Qwen2.5 ChatML
+  template (tools in the system block). Aviary's per-step lists (``nemo_gym_items.flatten_transitions``) start
+  with the agent's input and first observation: those leading non-assistant items belong to the prompt.
+* Response: ``response.output`` items in order (``nemo_gym_items``). Consecutive assistant-side items form one
+  assistant message = one model segment (``<think>`` reasoning, content, ``<tool_call>`` blocks, ``<|im_end|>``);
+  ``function_call_output`` items are tool segments, ``user`` messages (environment turns, e.g. blackjack) user
+  segments; template glue goes to the non-model side.
 * Real token ids: an item with ``generation_token_ids`` / ``generation_log_probs`` / ``prompt_token_ids`` keeps
   them (model segment text is then decoded from the ids); when the next generation's prompt extends the
-  previous prompt + generation, the extra ids become the observation segment verbatim.
-* Rewards: ``reward`` then every other numeric (or boolean) top-level field as global components, except
-  bookkeeping (indices, ids, timings, counts of tests). ``_ng_task_index`` -> group, ``_ng_rollout_index`` -> id.
+  previous prompt + generation, the extra ids become the observation segment verbatim. ``generation_token_ids:
+  []`` (an agent whose model server gave no ids) keeps the rendered text, marked ``synthesized:
+  generation_token_ids`` and reported. A rollout without any assistant output (0 action tokens) is reported.
+* Rewards: ``reward`` is the global reward; every other numeric (or boolean) top-level field is a
+  ``reward_components`` entry (shown, never summed), except bookkeeping (indices, ids, timings, counts of
+  tests, ``mask_sample``). ``_ng_task_index`` -> group (else the prompt), ``_ng_rollout_index`` -> id.
+* ``mask_sample: true`` (top level, or ``instance_config.mask_sample`` as some resources servers write it) means
+  "exclude this rollout from the loss": ``metadata.exclude_from_loss``, which the batch turns into a zero action
+  mask for the row; the file's load reports how many.
 * Tokenizer: the run's tokenizer is ``"qwen3"`` unless the caller names one. NeMo Gym's open-model rollouts come
   from Qwen3 models, whose generations contain Qwen3-only ids (``<think>`` = 151667).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import read_records, require_mapping
 from engine.io.adapters.generations import attach_generations
+from engine.io.adapters.nemo_gym_items import (
+    Notes,
+    flatten_transitions,
+    indexed,
+    is_assistant_side,
+    items_to_messages,
+    text,
+)
 from engine.io.chatml import render_prompt, render_response
-from engine.io.coerce import as_float, as_float_array, as_token_ids, is_number, type_name
+from engine.io.coerce import as_float, is_number, type_name
 from engine.io.context import LoadContext
-from engine.io.fields import prompt_group_id
+from engine.io.fields import mark_synthesized, prompt_group_id
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -34,9 +54,11 @@ NOT_REWARDS = frozenset(
     {
         "_ng_task_index",
         "_ng_rollout_index",
+        "task_idx",
         "id",
         "terminated",
         "truncated",
+        "mask_sample",
         "num_tests_run",
         "total_test_execution_time_s",
         "mean_test_execution_time_s",
@@ -48,83 +70,9 @@ def sniff(rec: object) -> bool:
     return isinstance(rec, Mapping) and "responses_create_params" in rec and isinstance(rec.get("response"), Mapping)
 
 
-def _text(content: object, field: str = "content") -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        texts = [p.get("text") or "" for p in content if isinstance(p, Mapping)]
-        if all(isinstance(t, str) for t in texts):
-            return "".join(texts)
-    raise RecordError(field, f"expected text or content parts, got {type_name(content)}")
-
-
-def _generation(item: Mapping, field: str) -> dict | None:
-    if item.get("generation_token_ids") is None:
-        return None
-    gen = {"ids": as_token_ids(item["generation_token_ids"], f"{field}.generation_token_ids")}
-    if item.get("generation_log_probs") is not None:
-        gen["log_probs"] = as_float_array(item["generation_log_probs"], f"{field}.generation_log_probs")
-    if item.get("prompt_token_ids") is not None:
-        gen["prompt_ids"] = as_token_ids(item["prompt_token_ids"], f"{field}.prompt_token_ids")
-    return gen
-
-
-def items_to_messages(items: Sequence, field: str) -> list[dict]:
-    """Responses-API items -> chat messages; assistant-side items of one generation merge into one message."""
-    msgs: list[dict] = []
-    current: dict | None = None
-    for j, item in enumerate(items):
-        where = f"{field}[{j}]"
-        if not isinstance(item, Mapping):
-            raise RecordError(where, f"expected an item object, got {type_name(item)}")
-        kind = item.get("type", "message")
-        role = item.get("role", "assistant")
-        gen = _generation(item, where)
-        if kind == "function_call_output":
-            current = None
-            msgs.append({"role": "tool", "content": _text(item.get("output"))})
-        elif kind == "message" and role != "assistant":
-            current = None
-            msgs.append({"role": "system" if role == "developer" else role, "content": _text(item.get("content"))})
-        elif kind in ("reasoning", "message", "function_call"):
-            if _starts_new_message(current, kind, gen):
-                current = {"role": "assistant"}
-                msgs.append(current)
-            _add_item(current, kind, item, gen)
-        else:
-            raise RecordError(f"{where}.type", f"unknown item type {kind!r}")
-    return msgs
-
-
-def _starts_new_message(current: dict | None, kind: str, gen: dict | None) -> bool:
-    """A new generation begins at reasoning after output, at text after text/calls, or at a second id list."""
-    if current is None:
-        return True
-    if kind == "reasoning":
-        return len(current) > 1
-    if kind == "message" and (current.get("content") or current.get("tool_calls")):
-        return True
-    return gen is not None and current.get("_gen") is not None
-
-
-def _add_item(message: dict, kind: str, item: Mapping, gen: dict | None) -> None:
-    """Fold one assistant-side item into the assistant ``message`` (reasoning, content or a tool call)."""
-    if kind == "reasoning":
-        message["reasoning"] = _text(item.get("summary"), "summary")
-    elif kind == "message":
-        message["content"] = _text(item.get("content"))
-    else:
-        call = {"name": item.get("name", ""), "arguments": item.get("arguments", "{}")}
-        message.setdefault("tool_calls", []).append(call)
-    if gen is not None:
-        message["_gen"] = gen
-
-
-def _tools(tools: object) -> list[dict]:
+def _tools(tools: object, field_: str) -> list[dict]:
     if tools is not None and not isinstance(tools, list):
-        raise RecordError("responses_create_params.tools", f"expected a list, got {type_name(tools)}")
+        raise RecordError(field_, f"expected a list, got {type_name(tools)}")
     out = []
     for t in tools or []:
         if isinstance(t, Mapping) and t.get("type", "function") == "function":
@@ -135,8 +83,8 @@ def _tools(tools: object) -> list[dict]:
     return out
 
 
-def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
-    rec = require_mapping(rec)
+def _messages(rec: Mapping, notes: Notes) -> tuple[list[dict], list[dict]]:
+    """(prompt messages, response messages) of one record."""
     params = rec.get("responses_create_params")
     if not isinstance(params, Mapping):
         raise RecordError("responses_create_params", f"expected an object, got {type_name(params)}")
@@ -145,19 +93,59 @@ def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
         raise RecordError(
             "responses_create_params.input", f"expected text or a list of items, got {type_name(raw_input)}"
         )
-    prompt_msgs = (
-        [{"role": "user", "content": raw_input}]
-        if isinstance(raw_input, str)
-        else items_to_messages(raw_input or [], "responses_create_params.input")
-    )
-    if params.get("instructions"):
-        prompt_msgs.insert(0, {"role": "system", "content": _text(params["instructions"])})
+    prompt_items = [] if isinstance(raw_input, str) else indexed(raw_input or [], "responses_create_params.input")
     if not isinstance(rec.get("response"), Mapping):
         raise RecordError("response", f"expected an object, got {type_name(rec.get('response'))}")
     output = rec["response"].get("output")
     if not isinstance(output, list):
         raise RecordError("response.output", f"expected a list of items, got {type_name(output)}")
-    msgs = items_to_messages(output, "response.output")
+    items = flatten_transitions(output, "response.output", notes)
+    transitions = any(isinstance(x, list) for x in output)
+    if transitions:  # the agent's state begins with its input (a string made a message) + first observation
+        lead = next((j for j, (_, item) in enumerate(items) if is_assistant_side(item)), len(items))
+        prompt_items, items = items[:lead], items[lead:]
+    prompt_msgs = [{"role": "user", "content": raw_input}] if isinstance(raw_input, str) and not transitions else []
+    prompt_msgs += items_to_messages(prompt_items, notes)
+    if params.get("instructions"):
+        instructions = text(params["instructions"], "responses_create_params.instructions", notes)
+        prompt_msgs.insert(0, {"role": "system", "content": instructions})
+    return prompt_msgs, items_to_messages(items, notes)
+
+
+def _mask_sample(rec: Mapping) -> bool:
+    """NeMo Gym's "exclude this rollout from the loss" flag, top level or under ``instance_config``."""
+    flags = {"mask_sample": rec.get("mask_sample")}
+    if isinstance(rec.get("instance_config"), Mapping):
+        flags["instance_config.mask_sample"] = rec["instance_config"].get("mask_sample")
+    for where, value in flags.items():
+        if value is not None and not isinstance(value, bool):
+            raise RecordError(where, f"expected true or false, got {type_name(value)}")
+    return any(value is True for value in flags.values())
+
+
+def _note_generations(msgs: list[dict], notes: Notes) -> None:
+    """Report generations without ids and a response without any assistant output (0 action tokens)."""
+    if notes.empty_generations:
+        n, total = len(notes.empty_generations), _n_assistant(msgs)
+        notes.synthesized.add("generation_token_ids")
+        notes.problem(
+            notes.empty_generations[0],
+            f"empty ([]) on {n} of {total} generations: the model server returned no token ids, so their rendered "
+            "text is tokenized instead and they have no log-probs (metadata.synthesized)",
+        )
+    if msgs and not _n_assistant(msgs):  # an empty output is refused as an empty trajectory
+        notes.problem("response.output", "no assistant output: this rollout has 0 action tokens")
+
+
+def _n_assistant(msgs: list[dict]) -> int:
+    return sum(m["role"] == "assistant" for m in msgs)
+
+
+def convert(rec: object, default_id: str, stem: str = "", notes: Notes | None = None) -> Trajectory:
+    rec = require_mapping(rec)
+    notes = Notes() if notes is None else notes
+    prompt_msgs, msgs = _messages(rec, notes)
+    _note_generations(msgs, notes)
     gens = [m.get("_gen") for m in msgs if m["role"] == "assistant"]
     segs = attach_generations(render_response(msgs), gens)
     first_gen = next((m["_gen"] for m in msgs if m.get("_gen")), None)
@@ -171,20 +159,11 @@ def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
         if key not in NOT_REWARDS and key != "reward" and is_number(value)
     }
     task, rollout = rec.get("_ng_task_index"), rec.get("_ng_rollout_index")
-    status = rec["response"].get("status")
-    metadata = {
-        "truncated": bool(rec.get("truncated")) or status == "incomplete",
-        "nemo_gym": {
-            k: v
-            for k, v in rec.items()
-            if k not in rewards and k not in components and isinstance(v, (str, int, float, bool))
-        },
-    }
-    if components:
-        metadata["reward_components"] = components
-    if isinstance(rec.get("agent_ref"), Mapping):
-        metadata["nemo_gym"]["agent"] = rec["agent_ref"].get("name")
-    prompt = render_prompt(prompt_msgs, _tools(params.get("tools")))
+    metadata = _metadata(rec, rewards, components, notes)
+    # Agents that take their tools from the environment (aviary's seed_session) send them to the model but not
+    # in the request they log; the model server echoes them in response.tools.
+    where = "responses_create_params" if rec["responses_create_params"].get("tools") else "response"
+    prompt = render_prompt(prompt_msgs, _tools(rec[where].get("tools"), f"{where}.tools"))
     return Trajectory(
         id=f"{stem}/task-{task}/rollout-{rollout}" if task is not None and rollout is not None else default_id,
         group_id=f"{stem}/task-{task}" if task is not None else prompt_group_id(prompt),
@@ -196,7 +175,52 @@ def convert(rec: object, default_id: str, stem: str = "") -> Trajectory:
     )
 
 
+def _metadata(rec: Mapping, rewards: dict, components: dict, notes: Notes) -> dict:
+    """Truncation, the loss exclusion, reward components, the record's other scalars, what was made up."""
+    metadata = {
+        "truncated": bool(rec.get("truncated")) or rec["response"].get("status") == "incomplete",
+        "nemo_gym": {
+            k: v
+            for k, v in rec.items()
+            if k not in rewards and k not in components and isinstance(v, (str, int, float, bool))
+        },
+    }
+    if _mask_sample(rec):
+        metadata["exclude_from_loss"] = True
+    if components:
+        metadata["reward_components"] = components
+    if isinstance(rec.get("agent_ref"), Mapping):
+        metadata["nemo_gym"]["agent"] = rec["agent_ref"].get("name")
+    if notes.placeholders:
+        metadata["placeholders"] = list(notes.placeholders)
+    if notes.synthesized:
+        mark_synthesized(metadata, *notes.synthesized)
+    return metadata
+
+
 def read(path: Path, ctx: LoadContext):
+    """Trajectories of one rollouts file; what a record's reading changed is reported against its line, and
+    the rollouts NeMo Gym excludes from the loss (``mask_sample``) are counted in one problem."""
     ctx.run_tokenizer = ctx.run_tokenizer or "qwen3"
     stem = Path(path).stem
-    return read_records(path, ctx, lambda rec, default_id: convert(rec, default_id, stem))
+    current: list[Notes] = []  # the notes of the record just converted, read before the next one is
+
+    def one(rec: object, default_id: str) -> Trajectory:
+        current[:] = [Notes()]
+        return convert(rec, default_id, stem, current[0])
+
+    masked, total = [], 0
+    for line, prefix, traj in read_records(path, ctx, one):
+        for field_, reason in current[0].problems:
+            ctx.problem(line, f"{prefix}{field_}", reason)
+        total += 1
+        if traj.metadata.get("exclude_from_loss"):
+            masked.append(str(line) if line is not None else traj.id)
+        yield line, prefix, traj
+    if masked:
+        ctx.problem(
+            None,
+            "mask_sample",
+            f"{len(masked)} of {total} rollouts carry mask_sample=true (lines {', '.join(masked)}): NeMo Gym "
+            "excludes them from the loss, so their action mask is 0 (metadata.exclude_from_loss)",
+        )
