@@ -27,3 +27,7 @@ class LoadContext:
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)
+
+    def problem_once(self, key: str, line: int | None, field_: str | None, reason: str) -> None:
+        """A problem about the whole load, reported at its first occurrence only (one per ``key`` per load)."""
+        self.log.add_once(key, self.file, line, field_, reason)

@@ -11,12 +11,16 @@ import itertools
 import zipfile
 from pathlib import Path
 
-from engine.io.adapters import ADAPTERS
+from engine.io.adapters import ADAPTERS, summary_reason
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
 
 SNIFF_RECORDS = 5
+
+
+class NotRollouts(ValueError):
+    """The file is something a trainer writes beside its rollouts (a batch summary): skipped, not an error."""
 
 
 def parquet_columns(path: Path) -> list[str]:
@@ -42,6 +46,9 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     if max_bytes:
         ctx.max_bytes = max_bytes
     records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    why = summary_reason(records[0]) if len(records) == 1 else None
+    if why:
+        raise NotRollouts(f"skipped: summary, not rollouts ({why})")
     for rec in records:
         for a in ADAPTERS.values():
             if a.sniff is not None and a.sniff(rec):

@@ -65,6 +65,11 @@ ADAPTERS: dict[str, Adapter] = {
 }
 
 
+def summary_reason(rec: object) -> str | None:
+    """Why a file's only record is a summary a trainer writes beside its rollouts (None when it is not one)."""
+    return rllm.batch_summary(rec)
+
+
 def get_adapter(name: str) -> Adapter:
     """The adapter called ``name``; ``ValueError`` listing the known names otherwise."""
     if name not in ADAPTERS:
