@@ -2,7 +2,9 @@
 
 Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
 dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
-``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
+``sniff`` in registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text).
+A file whose only record is a summary a trainer writes beside its rollouts (rLLM's ``batch_summary.json``) raises
+``NotRollouts``; a folder load reports it as "skipped: summary, not rollouts".
 """
 
 from __future__ import annotations

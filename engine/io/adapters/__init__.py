@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.adapters import kgr1, native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -41,6 +41,18 @@ ADAPTERS: dict[str, Adapter] = {
             "rLLM Episode / Trajectory / Step JSON, legacy engine outputs, chat-completion dumps",
             rllm.read,
             rllm.sniff,
+        ),
+        Adapter(
+            "kgr1_eval",
+            "KG-R1 evaluator per-sample results ({dataset}_detailed_results.jsonl)",
+            kgr1.eval_read,
+            kgr1.eval_sniff,
+        ),
+        Adapter(
+            "kgr1_rollout_dump",
+            "KG-R1 generation dump (refused: per-sample aggregates, no per-turn rewards)",
+            kgr1.dump_read,
+            kgr1.dump_sniff,
         ),
         Adapter(
             "verl_rollout",
