@@ -79,6 +79,23 @@ def test_evaluator_results_with_placeholder_scores(tmp_path, tok, batches):
     assert res.run.trajectories[0].metadata["score_as_written"] == 0.0
 
 
+def test_evaluator_folder_skips_the_passatk_summary(tmp_path, tok, batches):
+    results = writer.write_eval_results(tok, tmp_path, batches)
+    summary = writer.write_passatk_results(tmp_path, [1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
+    res = load_run(tmp_path)
+    assert res.problems == [
+        Problem(str(results), 1, "uid", GROUP_NOTE),
+        Problem(str(results), 1, "score", NO_REWARD_NOTE),
+        Problem(
+            str(summary),
+            None,
+            None,
+            "skipped: summary, not rollouts (KG-R1 evaluator pass@k results: means over all samples)",
+        ),
+    ]
+    check_eval_run(res, batches)
+
+
 def test_evaluator_results_with_a_reward_tensor(tmp_path, tok, batches):
     rewards = [[1.0, 0.0, 0.7, 0.0], [1.0, 0.3]]
     path = writer.write_eval_results(tok, tmp_path, batches, reward_tensor=rewards)

@@ -27,6 +27,10 @@ Evaluator (``verl/trainer/ppo/ray_evaluator_kg.py``, ``RayKGEvaluator``), mimick
   ``main_eval``) the result is ``{"structured_rewards", "reward_extra_info"}``: every score is the ``0.0``
   fallback. A manager with a ``reward_tensor`` ([B, T], score on the last valid token) gives a list per sample.
 
+``verl/trainer/main_eval.py`` then writes ``{dataset}_passatk_results.json`` (``json.dump(metrics, indent=2,
+sort_keys=True)`` of ``_aggregate_metrics``: per k ``{exact_match,retrieval_quality,f1,precision,recall}_pass@{k}``
+``/mean`` and ``/std``, plus ``f1/mean`` etc.) beside it, mimicked by ``write_passatk_results``.
+
 Trainer dump (``verl/trainer/ppo/ray_trainer_kg.py``), mimicked by ``write_generation_dump``:
 
 * ``_validate`` collects ``reward_extra_infos_dict["reward"]`` (= the scores, ``total_score`` per sample) and the
@@ -143,6 +147,18 @@ def write_eval_results(
                 }
                 json.dump(record, f, ensure_ascii=False)
                 f.write("\n")
+    return path
+
+
+def write_passatk_results(out_dir: Path, em: list[float], k_values=(1, 2), dataset: str = "test") -> Path:
+    """``main_eval``'s summary: metric means over samples (a stand-in computation, the real file's key layout)."""
+    metrics = {}
+    for k in k_values:
+        for name in ("exact_match", "retrieval_quality", "f1", "precision", "recall"):
+            metrics[f"{name}_pass@{k}/mean"] = sum(em) / len(em)
+            metrics[f"{name}_pass@{k}/std"] = 0.0
+    path = Path(out_dir) / f"{dataset}_passatk_results.json"
+    path.write_text(json.dumps(metrics, indent=2, sort_keys=True))
     return path
 
 

@@ -79,7 +79,7 @@ ADAPTERS: dict[str, Adapter] = {
 
 def summary_reason(rec: object) -> str | None:
     """Why a file's only record is a summary a trainer writes beside its rollouts (None when it is not one)."""
-    return rllm.batch_summary(rec)
+    return rllm.batch_summary(rec) or kgr1.passatk_summary(rec)
 
 
 def get_adapter(name: str) -> Adapter:

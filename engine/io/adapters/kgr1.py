@@ -24,6 +24,9 @@ its generation dump.
 * ``metrics``: numbers go to ``metadata["reward_components"]`` (shown, never summed into the reward); other values
   are listed in ``metadata["ignored"]``. The file has no truncation flag: ``truncated`` is not set (read as false).
 
+``main_eval`` writes ``{dataset}_passatk_results.json`` (the aggregated pass@k means) beside the results: a
+summary, skipped by a folder load (``passatk_summary``).
+
 ``kgr1_rollout_dump``: ``{rollout_data_dir|validation_data_dir}/{step}.jsonl`` (``_dump_generations`` in
 ``verl/trainer/ppo/ray_trainer_kg.py``) is refused: besides ``input``/``output``/``score`` it holds only the reward
 manager's per-sample aggregates (``KGFormatMultiTurnRewardManager._compute_wandb_metrics``), not the per-turn rewards
@@ -32,6 +35,7 @@ and turn boundaries KG-R1 trains on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,6 +48,7 @@ from engine.io.problems import RecordError
 from engine.io.tags import split_tagged
 
 EVAL_KEYS = frozenset({"uid", "dataset", "batch_idx", "sample_idx", "prompt", "response", "score", "metrics"})
+PASSATK_KEY = re.compile(r"_pass@\d+/mean$")
 DUMP_AGGREGATES = ("turn_kg_query_validity", "turn_format_score", "turn_is_answer_score", "num_turns")
 
 GROUP_NOTE = (
@@ -119,6 +124,18 @@ def eval_read(path: Path, ctx: LoadContext):
         if "score_as_written" in traj.metadata:
             ctx.problem_once("kgr1-eval-no-reward", line, "score", NO_REWARD_NOTE)
         yield line, prefix, traj
+
+
+def passatk_summary(rec: object) -> str | None:
+    """Why ``rec`` is not rollouts when it is ``main_eval``'s ``{dataset}_passatk_results.json``."""
+    if (
+        isinstance(rec, Mapping)
+        and rec
+        and all(is_number(v) for v in rec.values())
+        and any(PASSATK_KEY.search(str(k)) for k in rec)
+    ):
+        return "KG-R1 evaluator pass@k results: means over all samples"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ trainer dump
