@@ -370,8 +370,9 @@ def convert(rec: object, default_id: str) -> list[Trajectory]:
         return [_steps_trajectory(rec, traj_id, None, metadata)]
     if _is_messages(rec.get("chat_completions")):
         return [_messages_record(rec["chat_completions"], default_id, rec.get("reward"), "chat_completions")]
-    if batch_summary(rec):
-        raise RecordError(None, f"skipped: summary, not rollouts ({batch_summary(rec)})")
+    why = batch_summary(rec)
+    if why:
+        raise RecordError(None, f"skipped: summary, not rollouts ({why})")
     raise RecordError(None, "not an rLLM episode, trajectory, token-mode record or message list")
 
 
