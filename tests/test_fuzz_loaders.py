@@ -336,8 +336,8 @@ def rllm_step(draw, ids: bool) -> dict:
     elif draw(st.booleans()):
         msgs = [{"role": "user", "content": draw(text)}, {"role": "assistant", "content": draw(text)}]
         step["chat_completions"] = msgs
-    else:
-        step["model_response"] = draw(text)
+    else:  # an empty model_response is rLLM's "no output" default: such a step is refused (docs/FORMAT.md)
+        step["model_response"] = draw(text.filter(bool))
         step["observation"] = draw(OBSERVATIONS)
         if draw(st.booleans()):
             step["thought"] = draw(text)

@@ -36,3 +36,7 @@ class LoadContext:
     def note(self, field_: str | None, reason: str) -> None:
         """What the reader assumed or recovered about this file as a whole (a run-scope problem)."""
         self.log.note(self.file, field_, reason)
+
+    def problem_once(self, key: str, line: int | None, field_: str | None, reason: str) -> None:
+        """A problem about the whole load, reported at its first occurrence only (one per ``key`` per load)."""
+        self.log.add_once(key, self.file, line, field_, reason)

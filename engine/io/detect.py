@@ -3,7 +3,9 @@
 Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
 dumps. A bare pickle (``DataProto.save_to_disk``, ``pickle.dump``) is refused: loading it would run code.
 Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's ``sniff`` in
-registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
+registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text).
+A file whose only record is a summary a trainer writes beside its rollouts (rLLM's ``batch_summary.json``) raises
+``NotRollouts``; a folder load reports it as "skipped: summary, not rollouts".
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ import itertools
 import zipfile
 from pathlib import Path
 
-from engine.io.adapters import ADAPTERS
+from engine.io.adapters import ADAPTERS, summary_reason
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
 
 SNIFF_RECORDS = 5
 PICKLE_PROTO, PICKLE_VERSIONS = b"\x80", {bytes([v]) for v in range(2, 6)}  # pickle's PROTO opcode, protocols 2-5
+
+
+class NotRollouts(ValueError):
+    """The file is something a trainer writes beside its rollouts (a batch summary): skipped, not an error."""
 
 
 def parquet_columns(path: Path) -> list[str]:
@@ -51,6 +57,9 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     if max_bytes:
         ctx.max_bytes = max_bytes
     records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    why = summary_reason(records[0]) if len(records) == 1 else None
+    if why:
+        raise NotRollouts(f"skipped: summary, not rollouts ({why})")
     for rec in records:
         for a in ADAPTERS.values():
             if a.sniff is not None and a.sniff(rec):

@@ -15,7 +15,7 @@ from pathlib import Path
 from engine.io.adapters import get_adapter
 from engine.io.batching import missing_field_problems
 from engine.io.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
-from engine.io.detect import detect_format
+from engine.io.detect import NotRollouts, detect_format
 from engine.io.model import Trajectory
 from engine.io.problems import Problem, ProblemLog, RecordError, no_progress
 from engine.io.run import Run
@@ -88,6 +88,10 @@ def load_run(
         ctx.progress = _scaled(report, n, len(files))
         try:
             infos.append(_load_file(file, fmt, tokenizer, ctx, seen, trajectories))
+        except NotRollouts as e:
+            if not path.is_dir():
+                raise ValueError(f"{file}: {e}") from None
+            log.add(str(file), None, None, str(e))
         except ValueError as e:
             if not path.is_dir() or strict:
                 raise

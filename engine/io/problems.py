@@ -48,6 +48,7 @@ class ProblemLog:
 
     strict: bool = False
     problems: list[Problem] = field(default_factory=list)
+    noted: set[str] = field(default_factory=set)
 
     def add(self, file: str, line: int | None, field_: str | None, reason: str) -> None:
         problem = Problem(str(file), line, field_, reason)
@@ -61,6 +62,12 @@ class ProblemLog:
         if self.strict:
             raise ValueError(str(problem))
         self.problems.append(problem)
+
+    def add_once(self, key: str, file: str, line: int | None, field_: str | None, reason: str) -> None:
+        """Record a problem about the whole load (e.g. how groups were recovered) the first time ``key`` occurs."""
+        if key not in self.noted:
+            self.noted.add(key)
+            self.add(file, line, field_, reason)
 
     def add_error(self, file: str, line: int | None, err: RecordError, prefix: str = "") -> None:
         """Record a ``RecordError``; ``prefix`` (e.g. ``"[3]."``) locates records that have no line number."""

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.adapters import kgr1, native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -43,6 +43,18 @@ ADAPTERS: dict[str, Adapter] = {
             rllm.sniff,
         ),
         Adapter(
+            "kgr1_eval",
+            "KG-R1 evaluator per-sample results ({dataset}_detailed_results.jsonl)",
+            kgr1.eval_read,
+            kgr1.eval_sniff,
+        ),
+        Adapter(
+            "kgr1_rollout_dump",
+            "KG-R1 generation dump (refused: per-sample aggregates, no per-turn rewards)",
+            kgr1.dump_read,
+            kgr1.dump_sniff,
+        ),
+        Adapter(
             "verl_rollout",
             "verl rollout dump JSONL (input, output, score, step, extras)",
             verl_rollout.read,
@@ -63,6 +75,11 @@ ADAPTERS: dict[str, Adapter] = {
         ),
     )
 }
+
+
+def summary_reason(rec: object) -> str | None:
+    """Why a file's only record is a summary a trainer writes beside its rollouts (None when it is not one)."""
+    return rllm.batch_summary(rec) or kgr1.passatk_summary(rec)
 
 
 def get_adapter(name: str) -> Adapter:
