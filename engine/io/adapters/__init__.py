@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.adapters import native, nemo_gym, rllm, tagged_text, trl_completions, verl_rollout, verl_tensors
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -60,6 +60,13 @@ ADAPTERS: dict[str, Adapter] = {
             verl_tensors.read,
             None,
             verl_tensors.sniff_columns,
+        ),
+        Adapter(
+            "trl_completions",
+            "TRL GRPOTrainer completion logs (completions_<step>.parquet: text, reward columns, advantage)",
+            trl_completions.read,
+            None,
+            trl_completions.sniff_columns,
         ),
     )
 }
