@@ -7,7 +7,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import native, nemo_gym, rllm, tagged_text, trl_completions, verl_rollout, verl_tensors
+from engine.io.adapters import (
+    native,
+    nemo_gym,
+    rllm,
+    tagged_text,
+    trl_completions,
+    verifiers_traces,
+    verl_rollout,
+    verl_tensors,
+)
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -67,6 +76,12 @@ ADAPTERS: dict[str, Adapter] = {
             trl_completions.read,
             None,
             trl_completions.sniff_columns,
+        ),
+        Adapter(
+            "verifiers_traces",
+            "prime-rl / verifiers v1 episodes (traces.jsonl: message-graph nodes with token_ids, mask, logprobs)",
+            verifiers_traces.read,
+            verifiers_traces.sniff,
         ),
     )
 }
