@@ -1,6 +1,7 @@
 """Format detection by content (never by file name alone); ``load_run(fmt=...)`` overrides it.
 
-Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
+Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): slime rollout
+dumps when the pickle names ``rollout_id``/``samples``/``response_length`` (bytes only), else verl tensor
 dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
 ``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
 """
@@ -11,7 +12,7 @@ import itertools
 import zipfile
 from pathlib import Path
 
-from engine.io.adapters import ADAPTERS
+from engine.io.adapters import ADAPTERS, slime_rollout
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
@@ -37,7 +38,7 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
                 return a.name
         raise ValueError(f"cannot detect the format of {path}: Parquet columns {cols[:12]} match no known format")
     if zipfile.is_zipfile(path):
-        return "verl_tensors"
+        return "slime_rollout" if slime_rollout.sniff_zip(path) else "verl_tensors"
     ctx = LoadContext(file=str(path), log=ProblemLog())
     if max_bytes:
         ctx.max_bytes = max_bytes

@@ -11,6 +11,7 @@ from engine.io.adapters import (
     native,
     nemo_gym,
     rllm,
+    slime_rollout,
     tagged_text,
     trl_completions,
     verifiers_traces,
@@ -82,6 +83,11 @@ ADAPTERS: dict[str, Adapter] = {
             "prime-rl / verifiers v1 episodes (traces.jsonl: message-graph nodes with token_ids, mask, logprobs)",
             verifiers_traces.read,
             verifiers_traces.sniff,
+        ),
+        Adapter(
+            "slime_rollout",
+            "slime debug rollout dump (.pt: {rollout_id, samples: [Sample.to_dict()]}, weights_only)",
+            slime_rollout.read,
         ),
     )
 }
