@@ -154,6 +154,11 @@ def test_a_folder_of_steps_keeps_groups_apart(tmp_path):
     for step in (1, 2):
         trl.write_completions(str(tmp_path), step, PROMPTS[:1], COMPLETIONS[:1], {"accuracy": accuracy}, extra=None)
     res = load_run(tmp_path / "completions")
-    assert res.problems == []  # one reward column: no weights question
+    assert [str(p) for p in res.problems] == [  # one reward column: no weights question
+        f"{tmp_path / 'completions' / f'completions_0000{s}.parquet'}: prompt: every row has the same prompt: kept as "
+        "one group of 4 (if num_generations was smaller, TRL normalised consecutive blocks of num_generations rows; "
+        "the file does not say)"
+        for s in (1, 2)
+    ]
     groups = [t.group_id for t in res.run.trajectories]
     assert groups == ["completions_00001/group-0"] * 4 + ["completions_00002/group-0"] * 4

@@ -25,7 +25,9 @@ float per completion). What that means here:
   num_generations)``), which the file does not store; the block boundaries are recovered as runs of the same
   prompt text, and group ids carry the file name so that the same prompt in two steps' files never merges. When
   the same prompt fills two adjacent blocks, a run of ``k × G`` rows (``G`` the shortest run) is split into
-  ``k`` groups of ``G`` (a problem says so); runs that are not a multiple of ``G`` are reported and kept whole.
+  ``k`` groups of ``G`` (a problem says so); runs that are not a multiple of ``G`` are reported and kept whole, and
+  so is a file whose rows all share one prompt. Blocks of one prompt that fill every run twice over cannot be
+  told apart (the ``logged_advantage_mismatch`` lint then shows it).
 * **Logged advantage** -> ``metadata.logged_advantage``; ``step`` -> ``metadata.step``. The file has no
   truncation flag: ``metadata.truncated`` is left unset (False) and the completion-length limit is unknown.
 """
@@ -78,6 +80,13 @@ def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
     """Group index of each row: TRL's blocks of ``num_generations`` rows, recovered from runs of one prompt."""
     runs = prompt_runs(prompts)
     size = min((b - a for a, b in runs), default=0)
+    if len(runs) == 1 and size > 1:
+        ctx.problem(
+            None,
+            "prompt",
+            f"every row has the same prompt: kept as one group of {size} (if num_generations was smaller, TRL "
+            "normalised consecutive blocks of num_generations rows; the file does not say)",
+        )
     groups, g = [], 0
     for a, b in runs:
         n = b - a
