@@ -1,6 +1,7 @@
 """Format detection by content (never by file name alone); ``load_run(fmt=...)`` overrides it.
 
-Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
+Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): slime rollout
+dumps when the pickle names ``rollout_id``/``samples``/``response_length`` (bytes only), else verl tensor
 dumps. A bare pickle (``DataProto.save_to_disk``, ``pickle.dump``) is refused: loading it would run code.
 Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's ``sniff`` in
 registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text).
@@ -14,7 +15,7 @@ import itertools
 import zipfile
 from pathlib import Path
 
-from engine.io.adapters import ADAPTERS, summary_reason
+from engine.io.adapters import ADAPTERS, slime_rollout, summary_reason
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
@@ -52,7 +53,7 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
             f"{EXPORT_HINT}"
         )
     if zipfile.is_zipfile(path):
-        return "verl_tensors"
+        return "slime_rollout" if slime_rollout.sniff_zip(path) else "verl_tensors"
     ctx = LoadContext(file=str(path), log=ProblemLog())
     if max_bytes:
         ctx.max_bytes = max_bytes

@@ -175,6 +175,18 @@ def _retok_run(consistent: bool) -> list[Trajectory]:
     return trajs
 
 
+def _trl_logged(trajs: list[Trajectory], rewards: list[float]) -> list[Trajectory]:
+    """Each rollout's ``metadata.logged_advantage`` as TRL's GRPO logs it: (r − μ)/(σ + 1e-4) per group,
+    unbiased σ (``grpo_trainer.py`` sum_then_normalize, scale_rewards='group')."""
+    by_group: dict[str, list[float]] = {}
+    for t, r in zip(trajs, rewards, strict=True):
+        by_group.setdefault(t.group_id, []).append(r)
+    for t, r in zip(trajs, rewards, strict=True):
+        g = np.asarray(by_group[t.group_id], dtype=np.float64)
+        t.metadata["logged_advantage"] = float((r - g.mean()) / (g.std(ddof=1) + 1e-4))
+    return trajs
+
+
 def lint_cases() -> dict[str, LintCase]:
     """Every case, by name (a check's name, or the check plus a suffix for a second trigger)."""
     verl = CreditConfig()
@@ -321,6 +333,16 @@ def lint_cases() -> dict[str, LintCase]:
             _retok_run(consistent=False),
             verl,
             repaired=_retok_run(consistent=True),
+        ),
+        make_case(
+            "logged_advantage_mismatch",
+            "TRL logged (r − μ)/(σ + 1e-4); the scheme is Dr.GRPO (no std): 4 of 7 rollouts disagree",
+            _trl_logged(
+                group("q", ["mmm"] * 4, [1.0, 0.0, 1.0, 0.0]) + group("p", ["mm"] * 3, [1.0, 1.0, 1.0]),
+                [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0],
+            ),
+            CreditConfig(norm_adv_by_std_in_grpo=False),
+            CreditConfig(epsilon=1e-4),
         ),
     ]
     return {c.name: c for c in cases}

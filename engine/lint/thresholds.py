@@ -21,3 +21,6 @@ LENGTH_BIAS_MIN_CV = 1e-4
 LENGTH_BIAS_MIN_ROWS = 4
 # Aggregations whose loss is not divided by a token count, so its scale itself grows with length (SPEC §1.5).
 LENGTH_SCALED_MODES = ("token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+# A trainer's logged advantage and CreditLens's recomputation agree when |ΔA| is at most this (float32 noise of
+# two implementations of one formula; a different ε, std ddof or weight moves them further).
+LOGGED_ADVANTAGE_TOL = 1e-4

@@ -7,7 +7,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import kgr1, native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.adapters import (
+    kgr1,
+    native,
+    nemo_gym,
+    rllm,
+    slime_rollout,
+    tagged_text,
+    trl_completions,
+    verifiers_traces,
+    verl_rollout,
+    verl_tensors,
+)
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -72,6 +83,24 @@ ADAPTERS: dict[str, Adapter] = {
             verl_tensors.read,
             None,
             verl_tensors.sniff_columns,
+        ),
+        Adapter(
+            "trl_completions",
+            "TRL GRPOTrainer completion logs (completions_<step>.parquet: text, reward columns, advantage)",
+            trl_completions.read,
+            None,
+            trl_completions.sniff_columns,
+        ),
+        Adapter(
+            "verifiers_traces",
+            "prime-rl / verifiers v1 episodes (traces.jsonl: message-graph nodes with token_ids, mask, logprobs)",
+            verifiers_traces.read,
+            verifiers_traces.sniff,
+        ),
+        Adapter(
+            "slime_rollout",
+            "slime debug rollout dump (.pt: {rollout_id, samples: [Sample.to_dict()]}, weights_only)",
+            slime_rollout.read,
         ),
     )
 }

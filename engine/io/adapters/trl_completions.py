@@ -1,0 +1,201 @@
+"""Adapter ``trl_completions``: TRL GRPOTrainer's completion logs (``completions/completions_<step>.parquet``).
+
+Written by ``GRPOTrainer.log`` (huggingface/trl ``trl/trainer/grpo_trainer.py``, commit ``f2cd5771``) when
+``log_completions=True``: one pandas row per completion of the latest generation batch, columns ``step``,
+``prompt``, ``completion``, one float column per reward function (named after the function; ``NaN`` where it
+returned ``None``), the columns reward functions added with ``log_extra``, and ``advantage`` (TRL's own, one
+float per completion). What that means here:
+
+* **Text only, re-tokenized.** ``prompt``/``completion`` are ``batch_decode(..., skip_special_tokens=True)``
+  of the ids TRL trained on, so the chat-template special tokens and the end-of-sequence token are gone. The
+  completion is one ``model`` segment tokenized with the load's tokenizer (``load_run(tokenizer=...)``; the
+  offline Qwen2.5 one by default): its ids are what that tokenizer gives for the text, which may differ from
+  TRL's model tokenizer, and the EOS token the policy generated is not re-appended (which token it was depends
+  on the model). Tool calls inside a completion (``GRPOTrainer(tools=...)``) cannot be told apart from the text.
+* **Rewards.** Each reward-function column is a global reward component of that name. TRL trains on the
+  weighted sum ``Σ_k reward_weights[k] · r_k`` (NaN counted as 0), but the file does not hold the weights: a
+  file with several reward columns gets one problem saying the weights are unknown and that CreditLens's
+  scheme weighs each column 1.0 (TRL's default) unless ``CreditConfig.global_weights`` names them. A NaN
+  (``None`` from the reward function) is stored as 0, as TRL's ``nansum`` counts it (one problem per column);
+  a row whose every reward is NaN is skipped (TRL leaves it out of the group baseline and gives it advantage 0).
+  Numeric ``log_extra`` columns cannot be told apart from reward columns (both sit between ``completion`` and
+  ``advantage``); they are taken as reward columns and the weights problem lists them all. Other columns go to
+  ``metadata.logged_columns``.
+* **Groups.** TRL normalises over consecutive blocks of ``num_generations`` rows (``rewards.view(-1,
+  num_generations)``), which the file does not store; the block boundaries are recovered as runs of the same
+  prompt text, and group ids carry the file name so that the same prompt in two steps' files never merges. When
+  the same prompt fills two adjacent blocks, a run of ``k × G`` rows (``G`` the shortest run) is split into
+  ``k`` groups of ``G`` (a problem says so); runs that are not a multiple of ``G`` are reported and kept whole, and
+  so is a file whose rows all share one prompt. Blocks of one prompt that fill every run twice over cannot be
+  told apart (the ``logged_advantage_mismatch`` lint then shows it).
+* **Logged advantage** -> ``metadata.logged_advantage``; ``step`` -> ``metadata.step``. The file has no
+  truncation flag: ``metadata.truncated`` is left unset (False) and the completion-length limit is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.config import KGR1_GLOBAL_WEIGHTS
+from engine.io.context import LoadContext
+from engine.io.model import Segment, Trajectory
+from engine.io.problems import UNFORESEEN, RecordError, malformed
+
+NAME = "trl_completions"
+REQUIRED = ("step", "prompt", "completion", "advantage")
+
+
+def sniff_columns(names: list[str]) -> bool:
+    return set(REQUIRED) <= set(names)
+
+
+def _is_numeric(values: list) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+
+
+def _read_columns(path: Path) -> dict[str, list]:
+    from engine.io.native_parquet import _read_errors, open_parquet
+
+    try:
+        table = open_parquet(path).read()
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    return {name: table.column(name).to_pylist() for name in table.column_names if not name.startswith("__")}
+
+
+def prompt_runs(prompts: list) -> list[tuple[int, int]]:
+    """[start, end) of each maximal run of equal consecutive prompts."""
+    runs, start = [], 0
+    for i in range(1, len(prompts) + 1):
+        if i == len(prompts) or prompts[i] != prompts[start]:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
+def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
+    """Group index of each row: TRL's blocks of ``num_generations`` rows, recovered from runs of one prompt."""
+    runs = prompt_runs(prompts)
+    size = min((b - a for a, b in runs), default=0)
+    if len(runs) == 1 and size > 1:
+        ctx.problem(
+            None,
+            "prompt",
+            f"every row has the same prompt: kept as one group of {size} (if num_generations was smaller, TRL "
+            "normalised consecutive blocks of num_generations rows; the file does not say)",
+        )
+    groups, g = [], 0
+    for a, b in runs:
+        n = b - a
+        if n > size and n % size == 0:
+            ctx.problem(
+                None,
+                f"row[{a}:{b}].prompt",
+                f"the same prompt fills {n} consecutive rows, {n // size} × the smallest group ({size}); split into "
+                f"{n // size} groups of {size} (TRL normalises consecutive blocks of num_generations rows)",
+            )
+        elif n != size:
+            ctx.problem(
+                None,
+                f"row[{a}:{b}].prompt",
+                f"a group of {n} rows where the smallest has {size}; kept as one group (num_generations is not in "
+                "the file)",
+            )
+        k = n // size if n % size == 0 else 1
+        for j in range(n):
+            groups.append(g + (j * k) // n)
+        g += k
+    return groups
+
+
+def _reward_columns(cols: dict[str, list]) -> tuple[list[str], list[str]]:
+    names = list(cols)
+    between = names[names.index("completion") + 1 : names.index("advantage")]
+    others = [c for c in names if c not in REQUIRED and c not in between]
+    rewards = [c for c in between if _is_numeric(cols[c])]
+    return rewards, [c for c in between if c not in rewards] + others
+
+
+def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext) -> None:
+    if len(rewards) > 1:
+        named = {k: w for k, w in KGR1_GLOBAL_WEIGHTS if k in rewards}
+        but = f" (the default scheme's KG-R1 weights name {named})" if named else ""
+        ctx.problem(
+            None,
+            "reward_weights",
+            f"TRL trains on the weighted sum of the reward columns {rewards}; the file does not hold "
+            "GRPOConfig.reward_weights, so each column weighs 1.0 (TRL's default) unless CreditConfig.global_weights "
+            f"names it{but} (numeric log_extra columns would be counted here too)",
+        )
+    for name in rewards:
+        nan = sum(1 for v in cols[name] if v is None or (isinstance(v, float) and math.isnan(v)))
+        if nan:
+            ctx.problem(
+                None,
+                name,
+                f"{nan} row(s) are NaN (the reward function returned None); stored as 0, as TRL's nansum counts them",
+            )
+
+
+def _finite(value: object) -> float | None:
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group: str, stem: str) -> Trajectory:
+    prompt, completion = cols["prompt"][i], cols["completion"][i]
+    if not isinstance(prompt, str):
+        raise RecordError("prompt", "expected a string")
+    if not isinstance(completion, str):
+        raise RecordError("completion", "expected a string")
+    if not completion:
+        raise RecordError("completion", "empty completion: the response has zero tokens")
+    values = {name: _finite(cols[name][i]) for name in rewards}
+    if rewards and all(v is None for v in values.values()):
+        raise RecordError(
+            None,
+            "every reward function returned None (NaN): TRL leaves this completion out of its group's baseline and "
+            "gives it advantage 0; skipped",
+        )
+    advantage = _finite(cols["advantage"][i])
+    if advantage is None:
+        raise RecordError("advantage", f"expected a finite number, got {cols['advantage'][i]!r}")
+    metadata: dict = {"step": cols["step"][i], "logged_advantage": advantage}
+    logged = {c: cols[c][i] for c in extras if cols[c][i] is not None}
+    if logged:
+        metadata["logged_columns"] = logged
+    return Trajectory(
+        id=f"{stem}/row-{i}",
+        group_id=group,
+        prompt=prompt,
+        segments=[Segment(role="model", text=completion)],
+        global_rewards={name: 0.0 if v is None else v for name, v in values.items()},
+        metadata=metadata,
+    )
+
+
+def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
+    """One trajectory per row; a bad row is a problem ``row[i].<field>``."""
+    cols = _read_columns(path)
+    missing = [c for c in REQUIRED if c not in cols]
+    if missing:
+        raise ValueError(f"{path}: a TRL completions log needs columns {list(REQUIRED)}; missing {missing}")
+    rewards, extras = _reward_columns(cols)
+    _reward_notices(cols, rewards, ctx)
+    stem = Path(path).stem
+    groups = group_blocks(cols["prompt"], ctx)
+    n = len(cols["prompt"])
+    for i in range(n):
+        try:
+            yield None, f"row[{i}].", _trajectory(cols, i, rewards, extras, f"{stem}/group-{groups[i]}", stem)
+        except RecordError as err:
+            ctx.log.add_error(ctx.file, None, err, f"row[{i}].")
+        except UNFORESEEN as err:
+            ctx.log.add_error(ctx.file, None, malformed(err), f"row[{i}].")
+        if i % 256 == 0:
+            ctx.progress(i / max(n, 1), f"reading {Path(path).name}: row {i:,} of {n:,}")

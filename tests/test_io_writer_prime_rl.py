@@ -1,0 +1,142 @@
+"""prime-rl / verifiers v1 episode logs (``traces.jsonl``) written the way prime-rl's FileMonitor writes them
+(``tests/writers/prime_rl.py``), loaded by the ``verifiers_traces`` adapter: exact token ids, action mask,
+roles, log-probs, groups, rewards, truncation, problems, and prime-rl's logged advantages against CreditLens's
+recomputation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from writers import prime_rl
+from writers.prime_rl import Rollout, Turn
+
+from engine import CreditConfig, compute_credit
+from engine.io import load_run
+from engine.io.detect import detect_format
+from engine.lint import run_lints
+
+SYSTEM = "You are a calculator agent."
+
+
+def rollout(user: str, turns: list[Turn], correct: float, fmt: float = 1.0, **kw) -> Rollout:
+    return Rollout(SYSTEM, user, turns, {"correct": (correct, 1.0), "format": (fmt, 0.2)}, **kw)
+
+
+GROUPS = {
+    "g-add": [
+        rollout("2+2?", [Turn("<tool_call>add(2,2)</tool_call>", tool="4"), Turn("The answer is 4.")], 1.0),
+        rollout("2+2?", [Turn("It is 5.")], 0.0, 0.0),
+        rollout("2+2?", [Turn("<tool_call>add(2,2)</tool_call>", tool="4"), Turn("4 it")], 1.0, 0.5),
+        rollout("2+2?", [Turn("Let me think about this for a very long time", length_limited=True)], 0.0, 0.0),
+    ],
+    "g-mul": [
+        rollout("3*3?", [Turn("9")], 1.0),
+        rollout("3*3?", [Turn("6")], 0.0, metrics={"tokens": 1.0}),
+        rollout("3*3?", [Turn("crash")], 0.0, ok=False),  # errored: not trained, not in the baseline
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    return prime_rl.write_step(str(tmp_path_factory.mktemp("prime_run")), 7, GROUPS, failed=1)
+
+
+def expected_roles(truth) -> list[str]:
+    """Model tokens are 'model'; each run of other tokens takes its first tool/user/system role, else 'system'."""
+    out, k, roles = [], 0, truth.roles
+    while k < len(roles):
+        j = k
+        while j < len(roles) and (roles[j] == "model") == (roles[k] == "model"):
+            j += 1
+        run = roles[k:j]
+        role = "model" if run[0] == "model" else next((r for r in run if r in ("tool", "user", "system")), "system")
+        out += [role] * (j - k)
+        k = j
+    return out
+
+
+def test_detected_and_loaded_exactly(written):
+    path, truths = written
+    assert detect_format(path) == "verifiers_traces"
+    res = load_run(path)
+    lines = open(path).read().splitlines()
+    assert len(lines) == 8 and json.loads(lines[-1])["ok"] is False
+    assert [str(p) for p in res.problems] == [
+        f"{path}:7: traces[0]: ok is false: prime-rl neither trains this trace nor counts it in its group; skipped",
+        f"{path}:8: traces: episode without traces (ok=False, errors: ['sandbox']); nothing to load",
+    ]
+    run = res.run
+    assert [t.id for t in run.trajectories] == [t.trace_id for t in truths] and len(truths) == 6
+    batch = run.to_batch()
+    for i, (traj, truth) in enumerate(zip(run.trajectories, truths, strict=True)):
+        n = len(truth.response_ids)
+        assert traj.prompt_token_ids.tolist() == truth.prompt_ids
+        assert batch.token_ids[i, :n].tolist() == truth.response_ids
+        assert batch.action_mask[i].tolist() == truth.action_mask + [0.0] * (batch.num_tokens - n)
+        assert run.token_roles(i) == expected_roles(truth)
+        assert batch.old_log_probs[i, :n].tolist() == pytest.approx(truth.log_probs, abs=0)
+        assert traj.group_id == truth.group
+        assert traj.global_rewards == {"reward": truth.reward}
+        assert traj.metadata["truncated"] is truth.truncated
+        assert traj.metadata["logged_advantages"] == [truth.advantage * m for m in truth.action_mask]
+    assert [t.metadata["truncated"] for t in run.trajectories] == [False, False, False, True, False, False]
+    assert batch.truncated.tolist() == [False, False, False, True, False, False]
+    assert [t.global_rewards["reward"] for t in run.trajectories] == pytest.approx([1.2, 0.0, 1.1, 0.0, 1.2, 0.2])
+    assert run.trajectories[0].metadata["reward_components"] == {"correct": 1.0, "format": 1.0}
+    assert run.trajectories[0].metadata["reward_weights"] == {"correct": 1.0, "format": 0.2}
+    assert run.token_roles(0).count("tool") > 0 and "user" not in run.token_roles(0)
+
+
+# prime-rl's GRPO: A = r − mean(r) over the group's trainable traces (no std): verl GRPO without std division.
+PRIME_SCHEME = CreditConfig(profile="verl", estimator="grpo", norm_adv_by_std_in_grpo=False)
+
+
+def test_prime_advantages_equal_creditlens_under_matching_scheme(written):
+    path, truths = written
+    run = load_run(path).run
+    batch = run.to_batch()
+    res = compute_credit(batch, PRIME_SCHEME, device="cpu")
+    act = batch.action_mask.bool()
+    logged = torch.tensor([t.advantage for t in truths])
+    for i in range(batch.batch_size):
+        assert torch.allclose(res.advantages[i][act[i]], logged[i].expand(int(act[i].sum())), atol=1e-5, rtol=0)
+    assert run_lints(batch, PRIME_SCHEME, run=run, checks=["logged_advantage_mismatch"]) == []
+
+
+def test_lint_reports_the_std_normalised_default(written):
+    path, _ = written
+    run = load_run(path).run
+    batch = run.to_batch()
+    (f,) = run_lints(batch, CreditConfig(), run=run, checks=["logged_advantage_mismatch"])
+    # verl's default divides by the group std: every row with a nonzero advantage moves (all 6 here)
+    assert f.count == 6 and f.rows == [0, 1, 2, 3, 4, 5]
+    assert f.message.startswith("logged advantages differ from CreditLens's on 6 trajectories of 6:")
+
+
+def test_fork_and_missing_group(tmp_path):
+    """A trace whose graph forks after the user message (two leaves) loads as two rows, with a problem; an
+    episode without group.id is grouped by its task key, with a problem."""
+    tok = prime_rl.get_tokenizer()
+    task = prime_rl.TraceTask(data={}, key="key-fork")
+    trace, _ = prime_rl.build_trace(tok, task, rollout("hi?", [Turn("hello")], 1.0), seed=3)
+    fork = trace.nodes[2].model_copy(update={"parent": 1, "token_ids": trace.nodes[2].token_ids[:-2] + [151645]})
+    fork.mask, fork.logprobs = fork.mask[: len(fork.token_ids)], fork.logprobs[: sum(fork.mask[: len(fork.token_ids)])]
+    trace.nodes.append(fork)
+    prime_rl.score_group([ep := prime_rl.Episode(task=task, traces=[trace])])
+    path = tmp_path / "traces.jsonl"
+    path.write_bytes(prime_rl.orjson.dumps(ep.to_record(), option=prime_rl.orjson.OPT_APPEND_NEWLINE))
+    res = load_run(path)
+    assert [str(p) for p in res.problems] == [
+        f"{path}:1: group: no group.id; grouped by task key 'key-fork'",
+        f"{path}:1: traces[0]: 2 branches loaded as 2 trajectories (one per prime-rl training sample); prime-rl's "
+        "group baseline counts the trace once",
+    ]
+    a, b = res.run.trajectories
+    assert (a.id, b.id) == (
+        f"{trace.id}/branch-0",
+        f"{trace.id}/branch-1",
+    ) and a.group_id == b.group_id == "task-key-fork"
+    assert b.segments[-1].token_ids.tolist() == fork.token_ids[fork.mask.index(True) :]
