@@ -2,7 +2,8 @@
 
 Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
 dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
-``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text).
+``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text), those marked ``specific``
+(keys only one trainer's writer writes) first.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     if max_bytes:
         ctx.max_bytes = max_bytes
     records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    in_order = sorted(ADAPTERS.values(), key=lambda a: not a.specific)  # writer-specific sniffs first
     for rec in records:
-        for a in ADAPTERS.values():
+        for a in in_order:
             if a.sniff is not None and a.sniff(rec):
                 return a.name
     if not records:

@@ -75,7 +75,7 @@ def load_run(
     seen: set[str] = set()
     infos = []
     for n, file in enumerate(files):
-        ctx = LoadContext(file=str(file), log=log, max_bytes=max_bytes or DEFAULT_MAX_RECORD_BYTES)
+        ctx = LoadContext(file=str(file), log=log, max_bytes=max_bytes or DEFAULT_MAX_RECORD_BYTES, tokenizer=tokenizer)
         ctx.progress = _scaled(report, n, len(files))
         try:
             infos.append(_load_file(file, fmt, tokenizer, ctx, seen, trajectories))

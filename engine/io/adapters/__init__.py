@@ -7,7 +7,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.io.adapters import native, nemo_gym, rllm, tagged_text, verl_rollout, verl_tensors
+from engine.io.adapters import (
+    native,
+    nemo_gym,
+    rllm,
+    skyrl_eval,
+    tagged_text,
+    verl_rollout,
+    verl_tensors,
+)
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 
@@ -16,13 +24,18 @@ Reader = Callable[[Path, LoadContext], Iterator[tuple[int | None, str, Trajector
 
 @dataclass(frozen=True)
 class Adapter:
-    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list."""
+    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list.
+
+    ``specific``: the sniff requires keys only one trainer's writer writes, so detection asks it before the
+    generic sniffs (a tagged AReaL ``completion`` is not a Search-R1 transcript).
+    """
 
     name: str
     summary: str
     read: Reader
     sniff: Callable[[object], bool] | None = None
     sniff_columns: Callable[[list[str]], bool] | None = None
+    specific: bool = False
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -60,6 +73,9 @@ ADAPTERS: dict[str, Adapter] = {
             verl_tensors.read,
             None,
             verl_tensors.sniff_columns,
+        ),
+        Adapter(
+            "skyrl_eval", "SkyRL eval dump (dumped_evals/*.jsonl)", skyrl_eval.read, skyrl_eval.sniff, specific=True
         ),
     )
 }
