@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.io.adapters import (
+    areal_rollout,
     native,
     nemo_gym,
     rllm,
@@ -76,6 +77,13 @@ ADAPTERS: dict[str, Adapter] = {
         ),
         Adapter(
             "skyrl_eval", "SkyRL eval dump (dumped_evals/*.jsonl)", skyrl_eval.read, skyrl_eval.sniff, specific=True
+        ),
+        Adapter(
+            "areal_rollout",
+            "AReaL rollout dump (rollout/<version>/<task_id>.jsonl)",
+            areal_rollout.read,
+            areal_rollout.sniff,
+            specific=True,
         ),
     )
 }
