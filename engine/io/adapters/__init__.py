@@ -12,6 +12,7 @@ from engine.io.adapters import (
     native,
     nemo_gym,
     rllm,
+    roll_rollout,
     skyrl_eval,
     tagged_text,
     verl_rollout,
@@ -83,6 +84,13 @@ ADAPTERS: dict[str, Adapter] = {
             "AReaL rollout dump (rollout/<version>/<task_id>.jsonl)",
             areal_rollout.read,
             areal_rollout.sniff,
+            specific=True,
+        ),
+        Adapter(
+            "roll_rollout",
+            "ROLL RLVR rollout dump (rollout_dump_data.step_N.jsonl, one line of columns)",
+            roll_rollout.read,
+            roll_rollout.sniff,
             specific=True,
         ),
     )
