@@ -3,7 +3,8 @@
 Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.save``, ``.npz``): verl tensor
 dumps. Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's
 ``sniff`` in registry order (native, nemo_gym, rllm, verl_rollout, tagged_text), those marked ``specific``
-(keys only one trainer's writer writes) first.
+(keys only one trainer's writer writes) first. A file whose first line starts a YAML list (``- ``) is read as
+YAML (OpenPipe ART's trajectory logs).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from engine.io.adapters import ADAPTERS
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
+from engine.io.yaml_records import iter_yaml_records, looks_like_yaml_list
 
 SNIFF_RECORDS = 5
+YAML_READERS = ("art_yaml",)  # the adapters whose reader parses YAML
 
 
 def parquet_columns(path: Path) -> list[str]:
@@ -42,8 +45,12 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     ctx = LoadContext(file=str(path), log=ProblemLog())
     if max_bytes:
         ctx.max_bytes = max_bytes
-    records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    is_yaml = looks_like_yaml_list(str(path))
+    reader = iter_yaml_records if is_yaml else iter_json_records
+    records = [rec for _, _, rec in itertools.islice(reader(str(path), ctx), SNIFF_RECORDS)]
     in_order = sorted(ADAPTERS.values(), key=lambda a: not a.specific)  # writer-specific sniffs first
+    if is_yaml:
+        in_order = [a for a in in_order if a.name in YAML_READERS]
     for rec in records:
         for a in in_order:
             if a.sniff is not None and a.sniff(rec):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.io.adapters import (
     areal_rollout,
+    art_yaml,
     native,
     nemo_gym,
     rllm,
@@ -91,6 +92,13 @@ ADAPTERS: dict[str, Adapter] = {
             "ROLL RLVR rollout dump (rollout_dump_data.step_N.jsonl, one line of columns)",
             roll_rollout.read,
             roll_rollout.sniff,
+            specific=True,
+        ),
+        Adapter(
+            "art_yaml",
+            "OpenPipe ART trajectory log (trajectories/<split>/<step>.yaml, TrajectoryGroup list)",
+            art_yaml.read,
+            art_yaml.sniff,
             specific=True,
         ),
     )
