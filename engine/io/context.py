@@ -29,6 +29,7 @@ class LoadContext:
     run_name: str | None = None
     run_tokenizer: str | None = None
     run_metadata: dict = field(default_factory=dict)
+    tokenizer: str | None = None
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)

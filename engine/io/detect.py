@@ -4,9 +4,11 @@ Parquet (``PAR1`` magic): by column names. Zip archives (``.pt`` from ``torch.sa
 dumps when the pickle names ``rollout_id``/``samples``/``response_length`` (bytes only), else verl tensor
 dumps. A bare pickle (``DataProto.save_to_disk``, ``pickle.dump``) is refused: loading it would run code.
 Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's ``sniff`` in
-registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text).
-A file whose only record is a summary a trainer writes beside its rollouts (rLLM's ``batch_summary.json``) raises
-``NotRollouts``; a folder load reports it as "skipped: summary, not rollouts".
+registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text, …), those marked
+``specific`` (keys only one trainer's writer writes) first. A file whose first line starts a YAML list (``- ``) is
+read as YAML (OpenPipe ART's trajectory logs). A file whose only record is a summary a trainer writes beside its
+rollouts (rLLM's ``batch_summary.json``) raises ``NotRollouts``; a folder load reports it as "skipped: summary,
+not rollouts".
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from engine.io.adapters import ADAPTERS, slime_rollout, summary_reason
 from engine.io.context import LoadContext
 from engine.io.problems import ProblemLog
 from engine.io.records import iter_json_records
+from engine.io.yaml_records import iter_yaml_records, looks_like_yaml_list
 
 SNIFF_RECORDS = 5
 PICKLE_PROTO, PICKLE_VERSIONS = b"\x80", {bytes([v]) for v in range(2, 6)}  # pickle's PROTO opcode, protocols 2-5
+YAML_READERS = ("art_yaml",)  # the adapters whose reader parses YAML
 
 
 class NotRollouts(ValueError):
@@ -57,12 +61,17 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     ctx = LoadContext(file=str(path), log=ProblemLog())
     if max_bytes:
         ctx.max_bytes = max_bytes
-    records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
+    is_yaml = looks_like_yaml_list(str(path))
+    reader = iter_yaml_records if is_yaml else iter_json_records
+    records = [rec for _, _, rec in itertools.islice(reader(str(path), ctx), SNIFF_RECORDS)]
     why = summary_reason(records[0]) if len(records) == 1 else None
     if why:
         raise NotRollouts(f"skipped: summary, not rollouts ({why})")
+    in_order = sorted(ADAPTERS.values(), key=lambda a: not a.specific)  # writer-specific sniffs first
+    if is_yaml:
+        in_order = [a for a in in_order if a.name in YAML_READERS]
     for rec in records:
-        for a in ADAPTERS.values():
+        for a in in_order:
             if a.sniff is not None and a.sniff(rec):
                 return a.name
     if not records:

@@ -22,7 +22,7 @@ from engine.io.run import Run
 from engine.io.tokenize import canonical_name, fill_tokens, get_tokenizer, known_vocab_size, needs_tokenizer, vocab_size
 from engine.io.validate import validate_trajectory
 
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".npz", ".pkl", ".pickle")  # pickles: reported, never read
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".npz", ".yaml", ".yml", ".pkl", ".pickle")  # pickles: refused
 CHUNK = 512
 
 

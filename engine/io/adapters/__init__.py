@@ -8,10 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.io.adapters import (
+    areal_rollout,
+    art_yaml,
     kgr1,
     native,
     nemo_gym,
     rllm,
+    roll_rollout,
+    skyrl_eval,
     slime_rollout,
     tagged_text,
     trl_completions,
@@ -27,13 +31,18 @@ Reader = Callable[[Path, LoadContext], Iterator[tuple[int | None, str, Trajector
 
 @dataclass(frozen=True)
 class Adapter:
-    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list."""
+    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list.
+
+    ``specific``: the sniff requires keys only one trainer's writer writes, so detection asks it before the
+    generic sniffs (a tagged AReaL ``completion`` is not a Search-R1 transcript).
+    """
 
     name: str
     summary: str
     read: Reader
     sniff: Callable[[object], bool] | None = None
     sniff_columns: Callable[[list[str]], bool] | None = None
+    specific: bool = False
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -101,6 +110,30 @@ ADAPTERS: dict[str, Adapter] = {
             "slime_rollout",
             "slime debug rollout dump (.pt: {rollout_id, samples: [Sample.to_dict()]}, weights_only)",
             slime_rollout.read,
+        ),
+        Adapter(
+            "skyrl_eval", "SkyRL eval dump (dumped_evals/*.jsonl)", skyrl_eval.read, skyrl_eval.sniff, specific=True
+        ),
+        Adapter(
+            "areal_rollout",
+            "AReaL rollout dump (rollout/<version>/<task_id>.jsonl)",
+            areal_rollout.read,
+            areal_rollout.sniff,
+            specific=True,
+        ),
+        Adapter(
+            "roll_rollout",
+            "ROLL RLVR rollout dump (rollout_dump_data.step_N.jsonl, one line of columns)",
+            roll_rollout.read,
+            roll_rollout.sniff,
+            specific=True,
+        ),
+        Adapter(
+            "art_yaml",
+            "OpenPipe ART trajectory log (trajectories/<split>/<step>.yaml, TrajectoryGroup list)",
+            art_yaml.read,
+            art_yaml.sniff,
+            specific=True,
         ),
     )
 }

@@ -1,0 +1,98 @@
+"""Adapter ``areal_rollout``: AReaL's rollout dump (``<log_path>/rollout/<version>/<task_id>.jsonl``, or
+``eval-rollout/``), written by ``WorkflowExecutor._dump_trajectory`` (``areal/infra/workflow_executor.py``).
+
+One file per task (one dataset item run through the workflow, ``group_size`` samples), one line per sample:
+``{"task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "reward", "prompt",
+"completion"}``. The writer cuts each sequence at ``prompt_len = seqlen - sum(loss_mask)`` and decodes both
+halves with ``skip_special_tokens=False``; ids, the loss mask and log-probs are not written. So:
+
+* the completion is re-tokenized from text as one model segment (single-turn workflows such as ``RLVRWorkflow``
+  mask exactly the completion). The re-tokenized length is checked against ``seqlen - prompt_len`` (a problem
+  when they differ: another tokenizer, or text that does not re-tokenize to the same ids).
+* a completion holding a ChatML turn (``<|im_start|>``) comes from a multi-turn workflow (``MultiTurnWorkflow``
+  masks the observations between turns); the writer's cut by token count then puts part of the episode into
+  the "prompt" and observation tokens into the "completion", so the mask cannot be recovered: the record is
+  refused.
+* ``reward`` (the workflow's ``rewards`` tensor, what AReaL trains on) -> global reward ``reward``.
+* Groups: the samples of one task share ``task_id`` -> group ``task-<task_id>``, id ``task-<id>/sample-<idx>``.
+* Truncation is not dumped. A completion that does not end in an end-of-sequence token (``<|im_end|>``,
+  ``<|endoftext|>``, ...) was cut by the length limit: ``metadata.truncated`` is inferred so and listed in
+  ``metadata.synthesized`` (a generation stopped by a stop string without EOS reads as truncated too).
+* ``head_version`` / ``tail_version`` (policy versions), ``seqlen``, ``prompt_len`` -> ``metadata.areal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from engine.io.adapters.common import read_records, require_mapping
+from engine.io.coerce import as_float, as_str
+from engine.io.context import LoadContext
+from engine.io.fields import as_id, mark_synthesized
+from engine.io.model import Segment, Trajectory
+from engine.io.problems import RecordError
+from engine.io.tokenize import encode_many, get_tokenizer
+
+NAME = "areal_rollout"
+KEYS = frozenset({"task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "completion"})
+END_OF_SEQUENCE = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<｜end▁of▁sentence｜>")
+VERSION_KEYS = ("seqlen", "prompt_len", "head_version", "tail_version")
+
+
+def sniff(rec: object) -> bool:
+    return isinstance(rec, Mapping) and KEYS <= set(rec)
+
+
+def _count(rec: Mapping, key: str) -> int:
+    value = rec.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RecordError(key, f"expected a non-negative integer, got {value!r}")
+    return value
+
+
+def convert(rec: object, ctx: LoadContext, notes: list[tuple[str, str]]) -> Trajectory:
+    """One sample; what was changed or could not be checked goes to ``notes`` as (field, reason)."""
+    notes.clear()
+    rec = require_mapping(rec)
+    completion = as_str(rec.get("completion"), "completion")
+    prompt = as_str(rec.get("prompt"), "prompt")
+    task, sample = as_id(rec.get("task_id"), "task_id"), as_id(rec.get("sample_idx"), "sample_idx")
+    n_generated = _count(rec, "seqlen") - _count(rec, "prompt_len")
+    if "<|im_start|>" in completion:
+        raise RecordError(
+            "completion",
+            "holds a chat turn (<|im_start|>): a multi-turn sample, which AReaL's dump cuts by the count of "
+            "generated tokens, so its prompt/completion boundary and loss mask cannot be recovered; record skipped",
+        )
+    if not completion:
+        raise RecordError("completion", "empty completion: the sample has zero tokens")
+    (ids,) = encode_many(get_tokenizer(ctx.tokenizer or ctx.run_tokenizer), [completion])
+    if len(ids) != n_generated:
+        notes.append(
+            (
+                "completion",
+                f"re-tokenized to {len(ids)} tokens but the trainer generated seqlen - prompt_len = {n_generated}",
+            )
+        )
+    metadata: dict = {
+        "truncated": not completion.endswith(END_OF_SEQUENCE),
+        "areal": {k: rec.get(k) for k in VERSION_KEYS},
+    }
+    mark_synthesized(metadata, "truncated")
+    return Trajectory(
+        id=f"task-{task}/sample-{sample}",
+        group_id=f"task-{task}",
+        prompt=prompt,
+        segments=[Segment(role="model", text=completion, token_ids=ids)],
+        global_rewards={"reward": as_float(rec.get("reward"), "reward")},
+        metadata=metadata,
+    )
+
+
+def read(path: Path, ctx: LoadContext):
+    notes: list[tuple[str, str]] = []
+    for line, prefix, traj in read_records(path, ctx, lambda rec, _default_id: convert(rec, ctx, notes)):
+        for field_, reason in notes:  # reported outside the conversion, so that strict mode names them as they are
+            ctx.problem(line, f"{prefix}{field_}", reason)
+        yield line, prefix, traj

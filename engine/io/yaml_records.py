@@ -1,0 +1,53 @@
+"""YAML documents that hold a list of records (OpenPipe ART's trajectory logs), read with ``yaml.safe_load`` only.
+
+A YAML file is one document, parsed whole, so it is refused (as a problem) above ``ctx.max_bytes``. Detection
+treats a file as YAML when its first non-blank line starts a block sequence (``- ``), which is how
+``yaml.dump`` writes a list and which no JSON or JSONL file does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import yaml
+
+from engine.io.context import LoadContext
+from engine.io.records import BOM
+
+PEEK_BYTES = 4096
+
+
+def looks_like_yaml_list(path: str) -> bool:
+    """True if the first non-blank line of ``path`` starts a YAML block sequence (``- ...``)."""
+    with open(path, "rb") as f:
+        head = f.read(PEEK_BYTES)
+    if head.startswith(BOM):
+        head = head[len(BOM) :]
+    first = next((line for line in head.splitlines() if line.strip()), b"")
+    return first.startswith(b"- ") or first.rstrip() == b"-"
+
+
+def iter_yaml_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
+    """Yield ``(None, "[i].", item)`` for each item of the YAML list in ``path``; problems for what cannot be read."""
+    size = os.path.getsize(path)
+    if size > ctx.max_bytes:
+        ctx.problem(None, None, f"YAML document of {size:,} bytes is over the {ctx.max_bytes:,}-byte limit (max_bytes)")
+        return
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        doc = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        ctx.problem(line, None, f"invalid YAML: {getattr(err, 'problem', None) or err}")
+        return
+    except RecursionError:
+        ctx.problem(None, None, "invalid YAML: nested too deeply")
+        return
+    if not isinstance(doc, list):
+        ctx.problem(None, None, f"expected a YAML list of records, got {type(doc).__name__}")
+        return
+    for i, item in enumerate(doc):
+        yield None, f"[{i}].", item
