@@ -132,7 +132,9 @@ def _run_picker(progress: services.Progress) -> services.RunHandle | None:
 def _upload(progress: services.Progress) -> RunRef | None:
     ss = st.session_state
     f = st.file_uploader(
-        "Run file", key=K.UPLOADER, help="JSONL, JSON, Parquet or a tensor dump; kept in this browser session only."
+        "Run file",
+        key=K.UPLOADER,
+        help="JSONL, JSON, Parquet, YAML (OpenPipe ART) or a tensor dump (.pt/.npz); kept in this browser session.",
     )
     if f is not None and f.file_id not in ss[K.UPLOAD_IDS]:
         try:

@@ -15,7 +15,19 @@ SAMPLES_DIR = REPO_ROOT / "sample_runs"
 DATA_DIR_ENV = "CREDITLENS_DATA_DIR"
 DEFAULT_SAMPLE = "kgqa_multiturn"
 # Suffixes a run file may have (the loader sniffs the format; these only decide what is listed).
-RUN_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz", ".parquet", ".pt", ".pth", ".npz", ".arrow")
+RUN_SUFFIXES = (
+    ".jsonl",
+    ".json",
+    ".jsonl.gz",
+    ".json.gz",
+    ".parquet",
+    ".pt",
+    ".pth",
+    ".npz",
+    ".arrow",
+    ".yaml",
+    ".yml",
+)
 LISTING_LIMIT = 2000
 
 

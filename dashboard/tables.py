@@ -16,6 +16,7 @@ import torch
 
 from engine.batch import TrajectoryBatch
 from engine.credit import CreditResult
+from engine.io.logged import logged_advantage_tokens
 from engine.scan import by_row_blocks
 
 QUANTITY_ORDER = ("token score", "KL", "reward", "value", "return", "advantage", "effective weight")
@@ -27,6 +28,8 @@ QUANTITY_HELP = {
     "return": "the estimator's return",
     "advantage": "the estimator's advantage (under the rLLM mode)",
     "effective weight": "loss-aggregation weight × advantage: how hard and which way the token is pushed",
+    "logged advantage": "the advantage the trainer itself logged for this token (on action tokens; 0 elsewhere)",
+    "advantage − logged": "CreditLens's advantage minus the trainer's: 0 when this scheme is the trainer's",
 }
 
 
@@ -80,6 +83,11 @@ def token_table(run, batch: TrajectoryBatch, result: CreditResult, i: int, texts
     )
     for name, t in quantities(result).items():
         df[name] = np_(t[i, :n]).astype(np.float64)
+    logged = logged_advantage_tokens(run.trajectories[i])
+    if logged is not None and len(logged) == n:  # the trainer's own numbers, beside CreditLens's
+        on = (df["action"].to_numpy() > 0) & np.isfinite(logged)
+        df["logged advantage"] = np.where(on, logged, 0.0)
+        df["advantage − logged"] = np.where(on, df["advantage"].to_numpy() - logged, 0.0)
     return df
 
 

@@ -449,7 +449,8 @@ def expected_ids(fmt: str, rec: object, default: str, stem: str) -> list[str] | 
         if not isinstance(rec, dict):
             return None
         if isinstance(rec.get("trajectories"), list):
-            ep = str(rec["id"]) if "id" in rec else default
+            ep_key = "id" if rec.get("id") is not None else "episode_id" if rec.get("episode_id") is not None else None
+            ep = str(rec[ep_key]) if ep_key else default
             trajs = rec["trajectories"]
             if len(trajs) == 1:
                 return [ep]

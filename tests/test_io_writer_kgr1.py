@@ -72,7 +72,10 @@ def test_evaluator_results_with_placeholder_scores(tmp_path, tok, batches):
     path = writer.write_eval_results(tok, tmp_path, batches)
     assert detect_format(path) == "kgr1_eval"
     res = load_run(path)
-    assert res.problems == [Problem(str(path), 1, "uid", GROUP_NOTE), Problem(str(path), 1, "score", NO_REWARD_NOTE)]
+    assert res.problems == [
+        Problem(str(path), 1, "uid", GROUP_NOTE, scope="run"),
+        Problem(str(path), 1, "score", NO_REWARD_NOTE, scope="run"),
+    ]
     check_eval_run(res, batches)
     assert all(t.global_rewards == {} and t.turn_rewards == [] for t in res.run.trajectories)
     assert res.run.to_batch().global_rewards is None
@@ -84,8 +87,8 @@ def test_evaluator_folder_skips_the_passatk_summary(tmp_path, tok, batches):
     summary = writer.write_passatk_results(tmp_path, [1.0, 0.0, 1.0, 0.0, 1.0, 1.0])
     res = load_run(tmp_path)
     assert res.problems == [
-        Problem(str(results), 1, "uid", GROUP_NOTE),
-        Problem(str(results), 1, "score", NO_REWARD_NOTE),
+        Problem(str(results), 1, "uid", GROUP_NOTE, scope="run"),
+        Problem(str(results), 1, "score", NO_REWARD_NOTE, scope="run"),
         Problem(
             str(summary),
             None,
@@ -100,7 +103,7 @@ def test_evaluator_results_with_a_reward_tensor(tmp_path, tok, batches):
     rewards = [[1.0, 0.0, 0.7, 0.0], [1.0, 0.3]]
     path = writer.write_eval_results(tok, tmp_path, batches, reward_tensor=rewards)
     res = load_run(path)
-    assert res.problems == [Problem(str(path), 1, "uid", GROUP_NOTE)]
+    assert res.problems == [Problem(str(path), 1, "uid", GROUP_NOTE, scope="run")]
     check_eval_run(res, batches)
     flat = [r for batch in rewards for r in batch]
     assert [t.global_rewards for t in res.run.trajectories] == [{"score": pytest.approx(r)} for r in flat]

@@ -94,6 +94,7 @@ def test_episode_ids_without_task_part_group_by_task_hash(tmp_path, tok):
             1,
             "episode_id",
             "episode ids carry no task part (task_id:rollout_idx); rollouts are grouped by the episode's task_hash",
+            scope="run",
         ),
     ]
     check_trajectories(res, truths, tok)

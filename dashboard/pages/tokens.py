@@ -24,6 +24,17 @@ c[1].metric("Trajectory advantage", f"{summary['advantage']:+.3g}", help="mean a
 c[2].metric("Group mean ± std", f"{summary['group mean']:.3g} ± {summary['group std']:.3g}")
 c[3].metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}")
 
+if "logged advantage" in table.columns:  # the trainer logged its own advantages: say how far CreditLens is
+    on = table["action"] > 0
+    gap = float(table.loc[on, "advantage − logged"].abs().max()) if on.any() else 0.0
+    verdict = "matches this scheme" if gap <= 1e-4 else "differs from this scheme (see Diagnostics)"
+    logged_mean = table.loc[on, "logged advantage"].mean()
+    st.caption(
+        f"The trainer logged its own advantages: mean over action tokens {logged_mean:+.4g} "
+        f"(CreditLens {table.loc[on, 'advantage'].mean():+.4g}), max |difference| {gap:.3g}: {verdict}. Colour by "
+        "'logged advantage' or 'advantage − logged' to see where."
+    )
+
 quantities = [q for q in QUANTITY_HELP if q in table.columns]
 if st.session_state[K.QUANTITY] not in quantities:
     st.session_state[K.QUANTITY] = "advantage"

@@ -65,9 +65,13 @@ class ProblemLog:
 
     def add_once(self, key: str, file: str, line: int | None, field_: str | None, reason: str) -> None:
         """Record a problem about the whole load (e.g. how groups were recovered) the first time ``key`` occurs."""
-        if key not in self.noted:
-            self.noted.add(key)
-            self.add(file, line, field_, reason)
+        if key in self.noted:
+            return
+        self.noted.add(key)
+        problem = Problem(str(file), line, field_, reason, scope="run")  # about the load; the record still loads
+        if self.strict:
+            raise ValueError(str(problem))
+        self.problems.append(problem)
 
     def add_error(self, file: str, line: int | None, err: RecordError, prefix: str = "") -> None:
         """Record a ``RecordError``; ``prefix`` (e.g. ``"[3]."``) locates records that have no line number."""

@@ -5,10 +5,9 @@ another ε, std ddof, reward weighting or grouping, or a loader that read the da
 
 from __future__ import annotations
 
-import math
-
 import torch
 
+from engine.io.logged import logged_advantage_tokens
 from engine.lint.context import LintContext, nof
 from engine.lint.model import register_check
 from engine.lint.thresholds import LOGGED_ADVANTAGE_TOL
@@ -26,15 +25,11 @@ def logged_advantages(ctx: LintContext) -> tuple[torch.Tensor, torch.Tensor] | N
     logged = torch.zeros(B, T, dtype=ctx.result.advantages.dtype)
     where = torch.zeros(B, T, dtype=torch.bool)
     for i, traj in enumerate(trajs):
-        md, n = traj.metadata, traj.num_tokens
-        one, per_token = md.get("logged_advantage"), md.get("logged_advantages")
-        if isinstance(one, (int, float)) and not isinstance(one, bool) and math.isfinite(one):
-            logged[i, :n] = float(one)
-            where[i, :n] = True
-        elif isinstance(per_token, list) and len(per_token) == n:
-            values = torch.tensor([float(v) for v in per_token], dtype=logged.dtype)
-            logged[i, :n] = values
-            where[i, :n] = torch.isfinite(values)
+        row = logged_advantage_tokens(traj)
+        if row is not None:
+            values = torch.from_numpy(row).to(logged.dtype)
+            logged[i, : len(row)] = torch.nan_to_num(values)
+            where[i, : len(row)] = torch.isfinite(values)
     if not where.any():
         return None
     dev = ctx.result.advantages.device

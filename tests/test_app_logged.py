@@ -1,0 +1,41 @@
+"""A run that carries the trainer's own advantages shows them beside CreditLens's in the token view."""
+
+from __future__ import annotations
+
+import pytest
+from test_app import PAGES, new_app, no_errors
+from writers import verl as writer
+from writers.verl import Turn
+
+from dashboard.state import K, cfg_key
+from engine.io import export_verl_batch, load_run
+from engine.io.tokenize import get_tokenizer
+
+
+@pytest.fixture(scope="module")
+def verl_step(tmp_path_factory):
+    tok = get_tokenizer(None)
+    rows = [
+        writer.agent_loop_row(tok, "What is 6*7?", [Turn(answer)], 64, "head", score)
+        for answer, score in (("42", 1.0), ("42", 1.0), ("41", 0.0), ("40", 0.0))
+    ]
+    path = tmp_path_factory.mktemp("verl") / "step.pt"
+    export_verl_batch(writer.agent_loop_batch(rows, ["u"] * 4, 24, 64), path)
+    return load_run(path)
+
+
+def caption_text(at) -> str:
+    return "\n".join(c.value for c in at.caption)
+
+
+def test_token_view_shows_the_logged_advantages_beside_creditlens(verl_step):
+    at = new_app({"page": "tokens"}, load=verl_step)
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    at.sidebar.selectbox(key=cfg_key("estimator")).set_value("grpo").run()
+    no_errors(at, "grpo")
+    assert "The trainer logged its own advantages" in caption_text(at)
+    assert "matches this scheme" in caption_text(at)  # verl's GRPO is CreditLens's verl profile
+    assert "logged advantage" in at.selectbox(key=K.QUANTITY).options
+    at.sidebar.selectbox(key=cfg_key("estimator")).set_value("rloo").run()
+    assert "differs from this scheme (see Diagnostics)" in caption_text(at)
