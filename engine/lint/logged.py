@@ -40,7 +40,7 @@ def logged_advantages(ctx: LintContext) -> tuple[torch.Tensor, torch.Tensor] | N
     "logged_advantage_mismatch",
     severity="warning",
     description="the advantages the trainer logged differ from CreditLens's under this scheme",
-    reference="project issue: trainers that log advantages (TRL completions, prime-rl traces); engine.lint.logged",
+    reference="docs/FORMAT.md, trainers table (verl batches, TRL completions, prime-rl traces log advantages)",
     explanation="""The run carries the trainer's own advantages (TRL's completions log, prime-rl / verifiers
     node advantages), and on the action tokens they differ from what CreditLens computes under the chosen scheme
     by more than LOGGED_ADVANTAGE_TOL = 1e-4. Either the scheme is not the trainer's (TRL divides by σ + 1e-4
