@@ -309,3 +309,14 @@ def test_the_pasted_export_in_format_md_writes_a_readable_batch(tmp_path, tok):
     assert res.problems == []
     assert response_rows(res.run) == [(r.response_ids, r.response_mask) for r in rows]
     assert [t.group_id for t in res.run.trajectories] == ["uid-a"] * 4 + ["uid-b"] * 2
+
+
+def test_strict_load_lists_notes_and_stops_only_at_a_bad_record(tmp_path, tok):
+    rows = multiturn_rows(tok, "head")
+    path = writer.write_ray_trainer_dump(tok, rows, tmp_path, step=1)
+    res = load_run(path, strict=True)  # the end-of-turn assumption skips nothing: listed, not raised
+    assert [p.scope for p in res.problems] == ["run"] and len(res.run) == 6
+    with open(path, "a") as f:
+        f.write('{"input": "q", "output": "a", "score": "high"}\n')
+    with pytest.raises(ValueError, match=r"1\.jsonl:7: score"):
+        load_run(path, strict=True)

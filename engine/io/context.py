@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-from engine.io.problems import ProblemLog, ProgressFn, no_progress
+from engine.io.problems import UNFORESEEN, ProblemLog, ProgressFn, RecordError, malformed, no_progress
+
+T = TypeVar("T")
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # one JSONL line / one JSON document; larger ones become problems
 
@@ -41,3 +45,14 @@ class LoadContext:
     def problem_once(self, key: str, line: int | None, field_: str | None, reason: str) -> None:
         """A problem about the whole load, reported at its first occurrence only (one per ``key`` per load)."""
         self.log.add_once(key, self.file, line, field_, reason)
+
+    def attempt(self, line: int | None, prefix: str, convert: Callable[..., T], *args) -> T | None:
+        """``convert(*args)``, or None when it could not use the record: its ``RecordError`` (or a failure no
+        check anticipated, as a malformed record) becomes a problem at ``line`` / ``prefix``; the load goes on."""
+        try:
+            return convert(*args)
+        except RecordError as err:
+            self.log.add_error(self.file, line, err, prefix)
+        except UNFORESEEN as err:
+            self.log.add_error(self.file, line, malformed(err), prefix)
+        return None

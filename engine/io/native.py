@@ -19,7 +19,7 @@ from engine.io.coerce import as_float_array, as_reward_dict, as_str, as_token_id
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
 from engine.io.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.records import iter_json_records
 
 try:
@@ -128,15 +128,9 @@ def read_native_jsonl(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None
             apply_header(rec[HEADER_KEY], ctx, line)
             continue
         default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
-        try:
-            traj = trajectory_from_record(rec, default_id)
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, line, err, prefix)
-            continue
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
-            continue
-        yield line, prefix, traj
+        traj = ctx.attempt(line, prefix, trajectory_from_record, rec, default_id)
+        if traj is not None:
+            yield line, prefix, traj
 
 
 # ------------------------------------------------------------------------------------------------ writing

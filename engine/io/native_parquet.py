@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.context import LoadContext
-from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE
+from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
 from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 
 ROW_GROUP = 1024
 JSON_COLUMNS = ("turn_rewards", "global_rewards", "metadata")
@@ -164,6 +164,10 @@ def _records(batch) -> Iterator[dict]:
         yield out
 
 
+def _row_trajectory(rec: dict, default_id: str) -> Trajectory:
+    return trajectory_from_record(_decode_json_columns(rec), default_id)
+
+
 def _decode_json_columns(rec: dict) -> dict:
     """Parse the JSON text columns of one row; ``RecordError`` naming the column if one is not JSON."""
     for k in JSON_COLUMNS:
@@ -208,13 +212,8 @@ def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | No
             return
         for rec in recs:
             prefix = f"row[{row}]."
-            try:
-                traj = trajectory_from_record(_decode_json_columns(rec), f"{stem}:{row}")
-            except RecordError as err:
-                ctx.log.add_error(ctx.file, None, err, prefix)
-            except UNFORESEEN as err:
-                ctx.log.add_error(ctx.file, None, malformed(err), prefix)
-            else:
+            traj = ctx.attempt(None, prefix, _row_trajectory, rec, f"{stem}:{row}")
+            if traj is not None:
                 yield None, prefix, traj
             row += 1
         ctx.progress(row / total, f"reading {path.name}: row {row:,} of {total:,}")

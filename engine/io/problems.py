@@ -44,7 +44,8 @@ class RecordError(ValueError):
 
 @dataclass
 class ProblemLog:
-    """Collects problems for one load; with ``strict`` the first one raises ``ValueError``."""
+    """Collects problems for one load; with ``strict`` the first record problem raises ``ValueError`` (run-scope
+    notes, which skip nothing, are only listed)."""
 
     strict: bool = False
     problems: list[Problem] = field(default_factory=list)
@@ -58,20 +59,15 @@ class ProblemLog:
 
     def note(self, file: str, field_: str | None, reason: str) -> None:
         """Record what a reader assumed or recovered about a whole file or run (``scope="run"``)."""
-        problem = Problem(str(file), None, field_, reason, scope="run")
-        if self.strict:
-            raise ValueError(str(problem))
-        self.problems.append(problem)
+        self.problems.append(Problem(str(file), None, field_, reason, scope="run"))  # listed, never raised: no
+        # record was skipped, so strict mode (which stops at the first record it cannot use) goes on
 
     def add_once(self, key: str, file: str, line: int | None, field_: str | None, reason: str) -> None:
         """Record a problem about the whole load (e.g. how groups were recovered) the first time ``key`` occurs."""
         if key in self.noted:
             return
         self.noted.add(key)
-        problem = Problem(str(file), line, field_, reason, scope="run")  # about the load; the record still loads
-        if self.strict:
-            raise ValueError(str(problem))
-        self.problems.append(problem)
+        self.problems.append(Problem(str(file), line, field_, reason, scope="run"))  # the record still loads
 
     def add_error(self, file: str, line: int | None, err: RecordError, prefix: str = "") -> None:
         """Record a ``RecordError``; ``prefix`` (e.g. ``"[3]."``) locates records that have no line number."""

@@ -32,7 +32,7 @@ from engine.io.chatml import IM_END, checked_messages, render_prompt, render_res
 from engine.io.coerce import as_float, is_number, type_name
 from engine.io.context import LoadContext
 from engine.io.model import Segment, Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.yaml_records import iter_yaml_records
 
 NAME = "art_yaml"
@@ -133,12 +133,7 @@ def read(path: Path, ctx: LoadContext):
         g = prefix.strip("[].")
         for i, rec in enumerate(group["trajectories"]):
             where = f"{prefix}trajectories[{i}]."
-            try:
-                traj = convert(rec, f"{stem}/group-{g}/traj-{i}", f"{stem}/group-{g}", group.get("metadata"))
-            except RecordError as err:
-                ctx.log.add_error(ctx.file, None, err, where)
-                continue
-            except UNFORESEEN as err:
-                ctx.log.add_error(ctx.file, None, malformed(err), where)
-                continue
-            yield None, where, traj
+            ids = (f"{stem}/group-{g}/traj-{i}", f"{stem}/group-{g}")
+            traj = ctx.attempt(None, where, convert, rec, *ids, group.get("metadata"))
+            if traj is not None:
+                yield None, where, traj

@@ -9,7 +9,7 @@ from engine.io.chatml import checked_messages, render_prompt
 from engine.io.coerce import as_str, type_name
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.records import iter_json_records
 
 Convert = Callable[[object, str], Trajectory | Iterable[Trajectory]]
@@ -24,17 +24,14 @@ def read_records(path: Path, ctx: LoadContext, convert: Convert) -> Iterator[tup
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
         default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
-        try:
-            out = convert(rec, default_id)
-            trajs = [out] if isinstance(out, Trajectory) else list(out)
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, line, err, prefix)
-            continue
-        except UNFORESEEN as err:  # a shape no check anticipated: still one problem, never a crashed load
-            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
-            continue
+        trajs = ctx.attempt(line, prefix, _as_list, convert, rec, default_id) or []
         for j, traj in enumerate(trajs):  # an rLLM episode: problems with one trajectory name it
             yield line, f"{prefix}trajectories[{j}]." if len(trajs) > 1 else prefix, traj
+
+
+def _as_list(convert: Convert, rec: object, default_id: str) -> list[Trajectory]:
+    out = convert(rec, default_id)
+    return [out] if isinstance(out, Trajectory) else list(out)
 
 
 def require_mapping(rec: object) -> Mapping:

@@ -32,7 +32,7 @@ from engine.io.coerce import as_float, as_str, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, prompt_group_id
 from engine.io.model import Segment, Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.records import iter_json_records
 
 NAME = "roll_rollout"
@@ -104,6 +104,11 @@ def convert_row(row: dict, j: int) -> Trajectory:
     )
 
 
+def _convert_at(cols: dict, j: int) -> Trajectory:
+    """Row ``j`` of a column dump as a trajectory."""
+    return convert_row({c: v[j] for c, v in cols.items()}, j)
+
+
 def read(path: Path, ctx: LoadContext):
     for line, prefix, rec in iter_json_records(str(path), ctx):
         try:
@@ -116,12 +121,6 @@ def read(path: Path, ctx: LoadContext):
             ctx.run_metadata.setdefault("roll_sampling_params", cols["sampling_params"][0])
         for j in range(n):
             where = f"{prefix}row[{j}]."
-            try:
-                traj = convert_row({k: v[j] for k, v in cols.items()}, j)
-            except RecordError as err:
-                ctx.log.add_error(ctx.file, line, err, where)
-                continue
-            except UNFORESEEN as err:
-                ctx.log.add_error(ctx.file, line, malformed(err), where)
-                continue
-            yield line, where, traj
+            traj = ctx.attempt(line, where, _convert_at, cols, j)
+            if traj is not None:
+                yield line, where, traj

@@ -33,7 +33,7 @@ from engine.io.coerce import as_float, as_float_array, as_token_ids, is_number, 
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
 from engine.io.model import Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 
 NAME = "slime_rollout"
 KEEP = ("tokens", "response_length", "loss_mask", "rollout_log_probs", "reward", "group_index", "index", "status")
@@ -152,14 +152,10 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
     dict_rewards = False
     for b, s in enumerate(samples):
         prefix = f"samples[{b}]."
-        try:
-            traj, is_dict = _trajectory(s, b, rollout, stem, ctx)
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, None, err, prefix)
+        got = ctx.attempt(None, prefix, _trajectory, s, b, rollout, stem, ctx)
+        if got is None:
             continue
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, None, malformed(err), prefix)
-            continue
+        traj, is_dict = got
         if not traj.group_id:
             traj.group_id = prompt_group_id(traj.prompt_token_ids.tolist())
             ctx.problem(None, f"{prefix}group_index", "no group_index; grouped by prompt token ids")

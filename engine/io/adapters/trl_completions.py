@@ -41,7 +41,7 @@ from pathlib import Path
 from engine.config import KGR1_GLOBAL_WEIGHTS
 from engine.io.context import LoadContext
 from engine.io.model import Segment, Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 
 NAME = "trl_completions"
 REQUIRED = ("step", "prompt", "completion", "advantage")
@@ -191,11 +191,8 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
     groups = group_blocks(cols["prompt"], ctx)
     n = len(cols["prompt"])
     for i in range(n):
-        try:
-            yield None, f"row[{i}].", _trajectory(cols, i, rewards, extras, f"{stem}/group-{groups[i]}", stem)
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, None, err, f"row[{i}].")
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, None, malformed(err), f"row[{i}].")
+        traj = ctx.attempt(None, f"row[{i}].", _trajectory, cols, i, rewards, extras, f"{stem}/group-{groups[i]}", stem)
+        if traj is not None:
+            yield None, f"row[{i}].", traj
         if i % 256 == 0:
             ctx.progress(i / max(n, 1), f"reading {Path(path).name}: row {i:,} of {n:,}")

@@ -43,7 +43,7 @@ from engine.io.coerce import as_float, as_float_array, as_token_ids, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
 from engine.io.model import Segment, Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.records import iter_json_records
 
 NAME = "verifiers_traces"
@@ -248,13 +248,5 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
 def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
-        try:
-            trajs = convert(rec, line, ctx, stem)
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, line, err, prefix)
-            continue
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
-            continue
-        for traj in trajs:
+        for traj in ctx.attempt(line, prefix, convert, rec, line, ctx, stem) or ():
             yield line, prefix, traj

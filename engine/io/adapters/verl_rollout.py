@@ -40,7 +40,7 @@ from engine.io.coerce import as_float, as_str, is_number
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, mark_synthesized, prompt_group_id
 from engine.io.model import Segment, Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 from engine.io.records import iter_json_records
 from engine.io.tags import INFORMATION_BLOCK, split_tagged
 
@@ -123,12 +123,9 @@ def _read_rows(path: Path, ctx: LoadContext) -> list[_Row]:
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
         default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
-        try:
-            rows.append(_parse(rec, line, prefix, default_id))
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, line, err, prefix)
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, line, malformed(err), prefix)
+        row = ctx.attempt(line, prefix, _parse, rec, line, prefix, default_id)
+        if row is not None:
+            rows.append(row)
     return rows
 
 

@@ -38,7 +38,7 @@ from engine.io.coerce import as_float_array, as_token_ids
 from engine.io.context import LoadContext
 from engine.io.fields import prompt_group_id
 from engine.io.model import Trajectory
-from engine.io.problems import UNFORESEEN, RecordError, malformed
+from engine.io.problems import RecordError
 
 NAME = "verl_tensors"
 PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
@@ -323,12 +323,10 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
     if data.get("old_log_probs") is None and data.get("rollout_log_probs") is not None:
         ctx.run_metadata["log_probs_source"] = "rollout_log_probs (the rollout engine's, no old_log_probs)"
     for b in range(B):
-        try:
-            traj = _trajectory(data, b, groups[b], reward, rewards, columns, Path(path).stem)
+        traj = ctx.attempt(
+            None, f"row[{b}].", _trajectory, data, b, groups[b], reward, rewards, columns, Path(path).stem
+        )
+        if traj is not None:
             yield None, f"row[{b}].", traj
-        except RecordError as err:
-            ctx.log.add_error(ctx.file, None, err, f"row[{b}].")
-        except UNFORESEEN as err:
-            ctx.log.add_error(ctx.file, None, malformed(err), f"row[{b}].")
         if b % 256 == 0:
             ctx.progress(b / max(B, 1), f"reading {Path(path).name}: row {b:,} of {B:,}")
