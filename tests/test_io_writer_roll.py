@@ -25,7 +25,7 @@ def test_roll_rollout_dump_loads(tmp_path, tok):
     assert path.name == "rollout_dump_data.step_4.jsonl"
     assert detect_format(path) == "roll_rollout"
     res = load_run(path)
-    assert [str(p) for p in res.problems] == [f"{path}:1: scores: {REWARD_NOTE}"]
+    assert [str(p) for p in res.problems] == [f"{path}: scores: {REWARD_NOTE}"]
     run = res.run
     batch = run.to_batch()
     eos = tok.convert_tokens_to_ids("<|im_end|>")
@@ -55,7 +55,7 @@ def test_roll_bad_row_is_one_problem(tmp_path):
     res = load_run(path)
     assert [t.id for t in res.run.trajectories] == ["step-2/row-0"]
     assert [str(p) for p in res.problems] == [
-        f"{path}:1: scores: {REWARD_NOTE}",
+        f"{path}: scores: {REWARD_NOTE}",
         f"{path}:1: row[1].responses: expected a string, got int",
     ]
     short = write_jsonl(tmp_path / "s.jsonl", [rec | {"scores": [1.0]}])

@@ -78,6 +78,7 @@ def test_detected_and_loaded_exactly(written):
         f"{written.path}: row[7]: every reward function returned None (NaN): TRL leaves this completion out of its "
         "group's baseline and gives it advantage 0; skipped",
     ]
+    assert [p.scope for p in res.problems] == ["run"] * 4 + ["record"]  # only the skipped row stops strict=True
     kept = [i for i in range(16) if i != 7]
     assert [t.id for t in run.trajectories] == [f"{stem}/row-{i}" for i in kept]
     batch = run.to_batch()

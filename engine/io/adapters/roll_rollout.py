@@ -116,7 +116,7 @@ def read(path: Path, ctx: LoadContext):
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, prefix)
             continue
-        ctx.problem(line, f"{prefix}scores", REWARD_NOTE)
+        ctx.note(f"{prefix}scores", REWARD_NOTE)  # the file as a whole: every row loads
         if cols.get("sampling_params"):
             ctx.run_metadata.setdefault("roll_sampling_params", cols["sampling_params"][0])
         for j in range(n):

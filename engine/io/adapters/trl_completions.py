@@ -81,8 +81,7 @@ def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
     runs = prompt_runs(prompts)
     size = min((b - a for a, b in runs), default=0)
     if len(runs) == 1 and size > 1:
-        ctx.problem(
-            None,
+        ctx.note(
             "prompt",
             f"every row has the same prompt: kept as one group of {size} (if num_generations was smaller, TRL "
             "normalised consecutive blocks of num_generations rows; the file does not say)",
@@ -91,15 +90,13 @@ def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
     for a, b in runs:
         n = b - a
         if n > size and n % size == 0:
-            ctx.problem(
-                None,
+            ctx.note(
                 f"row[{a}:{b}].prompt",
                 f"the same prompt fills {n} consecutive rows, {n // size} × the smallest group ({size}); split into "
                 f"{n // size} groups of {size} (TRL normalises consecutive blocks of num_generations rows)",
             )
         elif n != size:
-            ctx.problem(
-                None,
+            ctx.note(
                 f"row[{a}:{b}].prompt",
                 f"a group of {n} rows where the smallest has {size}; kept as one group (num_generations is not in "
                 "the file)",
@@ -123,8 +120,7 @@ def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext)
     if len(rewards) > 1:
         named = {k: w for k, w in KGR1_GLOBAL_WEIGHTS if k in rewards}
         but = f" (the default scheme's KG-R1 weights name {named})" if named else ""
-        ctx.problem(
-            None,
+        ctx.note(
             "reward_weights",
             f"TRL trains on the weighted sum of the reward columns {rewards}; the file does not hold "
             "GRPOConfig.reward_weights, so each column weighs 1.0 (TRL's default) unless CreditConfig.global_weights "
@@ -133,8 +129,7 @@ def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext)
     for name in rewards:
         nan = sum(1 for v in cols[name] if v is None or (isinstance(v, float) and math.isnan(v)))
         if nan:
-            ctx.problem(
-                None,
+            ctx.note(
                 name,
                 f"{nan} row(s) are NaN (the reward function returned None); stored as 0, as TRL's nansum counts them",
             )
