@@ -99,12 +99,19 @@ def _tokenizer_safe(fn, *args, **kwargs):
 LOAD_SHARE = 0.9  # of a progress bar: reading the file; the rest is the content hash
 
 
-def _load_run(path: str, progress: Progress | None = None):
-    """``load_run`` with ``progress`` (reading: 0–90 %, then the content hash), its freed buffers handed back."""
+def _load_run(path: str, progress: Progress | None = None, response_length: int | None = None):
+    """``load_run`` with ``progress`` (reading: 0–90 %, then the content hash), its freed buffers handed back.
+    ``response_length``: the trainer's limit, for dumps that drop the end-of-turn token (verl's rollout JSONL)."""
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
     report = progress or (lambda fraction, message: None)
-    loaded = _tokenizer_safe(load_run, path, max_bytes=None, progress=lambda f, msg: report(LOAD_SHARE * f, msg))
+    loaded = _tokenizer_safe(
+        load_run,
+        path,
+        max_bytes=None,
+        progress=lambda f, msg: report(LOAD_SHARE * f, msg),
+        response_length=response_length,
+    )
     release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (README, Benchmarks)
     report(LOAD_SHARE, f"{len(loaded.run):,} trajectories read; hashing their content")
     _ = loaded.run.content_hash  # the cache key of everything derived from the run: computed once, here
@@ -122,24 +129,34 @@ def _run_store() -> budget.ByteBudget:
     return budget.ByteBudget(RUNS_KEPT, serial_bytes=RUNS_KEPT + 1)
 
 
-def _load_file(path: str, mtime_ns: int, size: int, progress: Progress | None = None):
-    """The loaded file, read once per (path, mtime, size) while it stays among the last ``RUNS_KEPT`` used."""
-    return _run_store().get((path, mtime_ns, size), lambda: _load_run(path, progress), estimate=1, size=lambda _: 1)
+def _load_file(path: str, mtime_ns: int, size: int, progress: Progress | None = None, response_length=None):
+    """The loaded file, read once per (path, mtime, size, response length) while it stays among the last
+    ``RUNS_KEPT`` used."""
+    return _run_store().get(
+        (path, mtime_ns, size, response_length),
+        lambda: _load_run(path, progress, response_length),
+        estimate=1,
+        size=lambda _: 1,
+    )
 
 
-def open_run(ref: RunRef, uploads: dict, progress: Progress | None = None) -> RunHandle:
+def open_run(
+    ref: RunRef, uploads: dict, progress: Progress | None = None, response_length: int | None = None
+) -> RunHandle:
     """The run ``ref`` points at: a sample, a confined data-directory file, or this session's upload.
-    ``progress(fraction, message)`` is called while a file is read (not when the run is cached already).
+    ``progress(fraction, message)`` is called while a file is read (not when the run is cached already);
+    ``response_length`` reaches the loader for data-directory files (uploads are read with it in ``load_upload``).
     Raises ``KeyError`` (no such sample/upload) or ``ValueError`` (a path outside the allowed directories)."""
     if ref.kind == "upload":
         loaded = uploads[ref.name]
         return RunHandle(str(ref), loaded.run.content_hash, True, loaded)
     path = sources.sample_path(ref.name) if ref.kind == "sample" else sources.resolve_allowed(ref.name)
-    loaded = _load_file(str(path), *sources.file_stamp(path), progress)
+    limit = response_length if ref.kind == "data" else None
+    loaded = _load_file(str(path), *sources.file_stamp(path), progress, limit)
     return RunHandle(str(ref), loaded.run.content_hash, False, loaded)
 
 
-def load_upload(file_name: str, data: bytes, progress: Progress | None = None):
+def load_upload(file_name: str, data: bytes, progress: Progress | None = None, response_length: int | None = None):
     """Load uploaded bytes (kept under the original file name in a private temporary folder, so the loader
     can sniff the format), then delete the file. The result belongs in this session's state only."""
     if len(data) > MAX_UPLOAD_BYTES:
@@ -148,7 +165,7 @@ def load_upload(file_name: str, data: bytes, progress: Progress | None = None):
     with tempfile.TemporaryDirectory(prefix="creditlens-upload-") as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
-        return _load_run(str(path), progress)
+        return _load_run(str(path), progress, response_length)
 
 
 # ---------------------------------------------------------------------------------------------- schemes

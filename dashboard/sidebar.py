@@ -121,12 +121,29 @@ def _run_picker(progress: services.Progress) -> services.RunHandle | None:
         return None
     ss[K.RUN] = str(ref)
     try:
-        return services.open_run(ref, ss[K.UPLOADS], progress)
+        handle = services.open_run(ref, ss[K.UPLOADS], progress, _response_length())
     except KeyError:
         st.error(f"No such run: {ref}")
     except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
         st.error(f"Could not load {ref}: {type(e).__name__}: {e}")
+    else:
+        if ref.kind != "sample" and "verl_rollout" in handle.run.source.split("+"):
+            st.number_input(
+                "Response length limit",
+                min_value=0,
+                step=128,
+                key=K.RESPONSE_LENGTH,
+                help="verl's data.max_response_length. Its rollout dump drops special tokens, so only this tells a "
+                "finished row (its final `<|im_end|>` restored) from one cut at the limit (flagged truncated). "
+                "0 = unknown: the token is assumed and the Run overview says so.",
+            )
+        return handle
     return None
+
+
+def _response_length() -> int | None:
+    """The response length limit the user gave for lossy dumps (None when unknown)."""
+    return int(st.session_state.get(K.RESPONSE_LENGTH) or 0) or None
 
 
 def _upload(progress: services.Progress) -> RunRef | None:
@@ -136,19 +153,20 @@ def _upload(progress: services.Progress) -> RunRef | None:
         key=K.UPLOADER,
         help="JSONL, JSON, Parquet, YAML (OpenPipe ART) or a tensor dump (.pt/.npz); kept in this browser session.",
     )
-    if f is not None and f.file_id not in ss[K.UPLOAD_IDS]:
+    upload_id = f"{f.file_id}:{_response_length()}" if f is not None else None
+    if f is not None and upload_id not in ss[K.UPLOAD_IDS]:
         try:
-            loaded = services.load_upload(f.name, f.getvalue(), progress)
+            loaded = services.load_upload(f.name, f.getvalue(), progress, _response_length())
         except Exception as e:  # noqa: BLE001 - report any loader failure next to the uploader
             st.error(f"Could not load {f.name}: {type(e).__name__}: {e}")
             return None
         key = loaded.run.content_hash
         ss[K.UPLOADS][key] = loaded
-        ss[K.UPLOAD_IDS][f.file_id] = key
+        ss[K.UPLOAD_IDS][upload_id] = key
         for old in list(ss[K.UPLOADS])[:-UPLOADS_KEPT]:
             ss[K.UPLOADS].pop(old)
     if f is not None:
-        return RunRef("upload", ss[K.UPLOAD_IDS][f.file_id])
+        return RunRef("upload", ss[K.UPLOAD_IDS][upload_id])
     current = RunRef.parse(ss.get(K.RUN, ""))
     if current.kind == "upload" and current.name in ss[K.UPLOADS]:
         return current

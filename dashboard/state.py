@@ -25,6 +25,7 @@ class K:
     UPLOADER = "run.uploader"
     UPLOADS = "run.uploads"  # {content hash: LoadResult}, this session only
     UPLOAD_IDS = "run.upload_ids"  # {uploader file id: content hash}, so a rerun does not reload
+    RESPONSE_LENGTH = "run.response_length"  # the trainer's response length limit for lossy dumps; 0 = unknown
     CONTEXT = "page.context"  # widgets.Context, rewritten by app.py on every run
     TRAJ = "traj"  # trajectory id
     LANDING = "nav.landing"  # url path asked for by ?page= on the first run
@@ -84,6 +85,7 @@ DEFAULTS: dict = {
     K.RUN_SOURCE: "Sample",
     K.SAMPLE: DEFAULT_SAMPLE,
     K.DATA_FILE: None,
+    K.RESPONSE_LENGTH: 0,
     K.TRAJ: None,
     K.QUANTITY: "advantage",
     K.OVERLAYS: ["info", "loss"],

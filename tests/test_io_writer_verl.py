@@ -91,7 +91,8 @@ def test_ray_trainer_dump_without_response_length_says_what_it_assumed(tmp_path,
     assert [str(p) for p in res.problems] == [
         f"{path}: 6 rows: the final <|im_end|> was re-added on the assumption that each row ended with its stop "
         "token. verl's rollout dump drops special tokens, so a row cut at the response length limit looks the same; "
-        "pass response_length=<data.max_response_length> (CLI --response-length) to flag those rows as truncated"
+        "pass response_length=<data.max_response_length> (CLI --response-length; the dashboard's Response length "
+        "limit) to flag those rows as truncated"
     ]
     loaded = response_rows(res.run)
     for k in (0, 1, 3, 4, 5):  # finished rows are exact either way

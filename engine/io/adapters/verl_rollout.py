@@ -141,8 +141,8 @@ def _close_last_turns(rows: list[_Row], ctx: LoadContext) -> None:
                 None,
                 f"{len(open_rows):,} rows: the final {END_OF_TURN} was re-added on the assumption that each row ended "
                 "with its stop token. verl's rollout dump drops special tokens, so a row cut at the response length "
-                "limit looks the same; pass response_length=<data.max_response_length> (CLI --response-length) to "
-                "flag those rows as truncated",
+                "limit looks the same; pass response_length=<data.max_response_length> (CLI --response-length; the "
+                "dashboard's Response length limit) to flag those rows as truncated",
             )
         return
     from engine.io.tokenize import encode_many, get_tokenizer

@@ -1,4 +1,5 @@
-"""A run that carries the trainer's own advantages shows them beside CreditLens's in the token view."""
+"""Trainer dumps in the dashboard: the trainer's own advantages beside CreditLens's in the token view, and the
+response length limit that a lossy verl rollout dump needs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from test_app import PAGES, new_app, no_errors
 from writers import verl as writer
 from writers.verl import Turn
 
+from dashboard import sources
 from dashboard.state import K, cfg_key
 from engine.io import export_verl_batch, load_run
 from engine.io.tokenize import get_tokenizer
@@ -39,3 +41,22 @@ def test_token_view_shows_the_logged_advantages_beside_creditlens(verl_step):
     assert "logged advantage" in at.selectbox(key=K.QUANTITY).options
     at.sidebar.selectbox(key=cfg_key("estimator")).set_value("rloo").run()
     assert "differs from this scheme (see Diagnostics)" in caption_text(at)
+
+
+def test_verl_rollout_dump_takes_the_response_length_limit(tmp_path, monkeypatch):
+    from test_io_writer_verl import R, multiturn_rows
+
+    rows = multiturn_rows(get_tokenizer(None), "head")
+    writer.write_ray_trainer_dump(get_tokenizer(None), rows, tmp_path / "rollouts", step=5)
+    monkeypatch.setenv(sources.DATA_DIR_ENV, str(tmp_path))
+    at = new_app({"run": "data:rollouts/5.jsonl"})
+    at.run()
+    no_errors(at, "verl rollout dump")
+    run = at.session_state[K.CONTEXT].handle.run
+    assert [t.truncated for t in run.trajectories] == [False] * 6  # unknown limit: the end token is assumed
+    assert [p.field for p in at.session_state[K.CONTEXT].handle.problems] == [None]
+    at.sidebar.number_input(key=K.RESPONSE_LENGTH).set_value(R).run()
+    no_errors(at, "with the limit")
+    handle = at.session_state[K.CONTEXT].handle
+    assert [t.truncated for t in handle.run.trajectories] == [r.truncated for r in rows]
+    assert handle.problems == []
