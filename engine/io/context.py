@@ -33,18 +33,14 @@ class LoadContext:
     run_name: str | None = None
     run_tokenizer: str | None = None
     run_metadata: dict = field(default_factory=dict)
-    tokenizer: str | None = None
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)
 
-    def note(self, field_: str | None, reason: str) -> None:
-        """What the reader assumed or recovered about this file as a whole (a run-scope problem)."""
-        self.log.note(self.file, field_, reason)
-
-    def problem_once(self, key: str, line: int | None, field_: str | None, reason: str) -> None:
-        """A problem about the whole load, reported at its first occurrence only (one per ``key`` per load)."""
-        self.log.add_once(key, self.file, line, field_, reason)
+    def note(self, field_: str | None, reason: str, line: int | None = None, once: str | None = None) -> None:
+        """What the reader assumed or recovered about this file (a run-scope problem; ``line`` where it was first
+        seen; ``once``: a key, so that the note is made once per load)."""
+        self.log.note(self.file, field_, reason, line, once)
 
     def attempt(self, line: int | None, prefix: str, convert: Callable[..., T], *args) -> T | None:
         """``convert(*args)``, or None when it could not use the record: its ``RecordError`` (or a failure no

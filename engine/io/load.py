@@ -98,22 +98,22 @@ def load_run(
             log.add(str(file), None, None, f"{e}; file skipped")
     for problem in missing_field_problems(trajectories, str(path)):
         log.add(problem.file, problem.line, problem.field, problem.reason)
-    for reason in degenerate_group_reasons(trajectories):
+    if reason := degenerate_groups(trajectories):
         log.note(str(path), "group_id", reason)
     report(1.0, f"loaded {len(trajectories):,} trajectories")
     return LoadResult(run=_make_run(path, infos, trajectories, log), problems=log.problems)
 
 
-def degenerate_group_reasons(trajectories: list[Trajectory]) -> list[str]:
+def degenerate_groups(trajectories: list[Trajectory]) -> str | None:
     """Why the run's groups look wrong: every trajectory alone in its group (group-relative estimators then
-    see raw scores). A run of one trajectory, or with at least one real group, says nothing."""
+    see raw scores). None for a run of one trajectory, or with at least one real group."""
     if len(trajectories) < 2 or len({t.group_id for t in trajectories}) < len(trajectories):
-        return []
-    return [
+        return None
+    return (
         f"every one of the {len(trajectories):,} trajectories is alone in its group, so GRPO, RLOO and the other "
         "group-relative estimators see raw scores; if rollouts of one prompt were meant to share a group, the "
         "group field of this format did not say so (check uid / group_id)"
-    ]
+    )
 
 
 def _load_file(file: Path, fmt, tokenizer, ctx: LoadContext, seen: set[str], out: list[Trajectory]) -> dict:

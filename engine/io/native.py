@@ -20,7 +20,7 @@ from engine.io.context import LoadContext
 from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
 from engine.io.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
 from engine.io.problems import RecordError
-from engine.io.records import iter_json_records
+from engine.io.records import iter_json_records, record_id
 
 try:
     import orjson
@@ -127,7 +127,7 @@ def read_native_jsonl(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None
         if is_header(rec):
             apply_header(rec[HEADER_KEY], ctx, line)
             continue
-        default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
+        default_id = record_id(stem, line, prefix)
         traj = ctx.attempt(line, prefix, trajectory_from_record, rec, default_id)
         if traj is not None:
             yield line, prefix, traj

@@ -57,17 +57,16 @@ class ProblemLog:
             raise ValueError(str(problem))
         self.problems.append(problem)
 
-    def note(self, file: str, field_: str | None, reason: str) -> None:
-        """Record what a reader assumed or recovered about a whole file or run (``scope="run"``)."""
-        self.problems.append(Problem(str(file), None, field_, reason, scope="run"))  # listed, never raised: no
-        # record was skipped, so strict mode (which stops at the first record it cannot use) goes on
-
-    def add_once(self, key: str, file: str, line: int | None, field_: str | None, reason: str) -> None:
-        """Record a problem about the whole load (e.g. how groups were recovered) the first time ``key`` occurs."""
-        if key in self.noted:
-            return
-        self.noted.add(key)
-        self.problems.append(Problem(str(file), line, field_, reason, scope="run"))  # the record still loads
+    def note(
+        self, file: str, field_: str | None, reason: str, line: int | None = None, once: str | None = None
+    ) -> None:
+        """Record what a reader assumed or recovered (``scope="run"``): listed, never raised, since no record was
+        skipped. With ``once``, only the first note under that key in this load is kept."""
+        if once is not None:
+            if once in self.noted:
+                return
+            self.noted.add(once)
+        self.problems.append(Problem(str(file), line, field_, reason, scope="run"))
 
     def add_error(self, file: str, line: int | None, err: RecordError, prefix: str = "") -> None:
         """Record a ``RecordError``; ``prefix`` (e.g. ``"[3]."``) locates records that have no line number."""

@@ -31,6 +31,11 @@ BOM = b"\xef\xbb\xbf"
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # orjson refuses lone surrogates; the standard library not
 
 
+def record_id(stem: str, line: int | None, prefix: str) -> str:
+    """The id of a record that names none: ``<file stem>:<line>`` in JSONL, ``<file stem>[i]`` in a JSON array."""
+    return f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
+
+
 def parse_json(raw: bytes, unicode_check: bool = True) -> object:
     """Parse one JSON value; ``RecordError`` with a readable reason if it is not JSON (or holds a lone surrogate,
     unless ``unicode_check`` is off: a whole JSON array is checked item by item)."""

@@ -22,7 +22,8 @@ import torch
 PLAIN = (str, int, float, bool, type(None))
 
 
-def _tensor(value: torch.Tensor) -> torch.Tensor:
+def plain_tensor(value: torch.Tensor) -> torch.Tensor:
+    """A dense CPU tensor that numpy and ``weights_only`` can hold: bf16/fp16 as float32, sparse densified."""
     value = value.detach().cpu()
     if value.layout != torch.strided:
         value = value.to_dense()
@@ -56,7 +57,7 @@ def export_verl_batch(batch: object, path: str | Path) -> list[str]:
     for key in list(tensors.keys()) if tensors is not None else []:
         value = tensors[key]
         if isinstance(value, torch.Tensor):
-            out_batch[key] = _tensor(value)
+            out_batch[key] = plain_tensor(value)
         else:
             skipped.append(key)
     for key, value in non_tensor.items():

@@ -10,7 +10,7 @@ from engine.io.coerce import as_str, type_name
 from engine.io.context import LoadContext
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
-from engine.io.records import iter_json_records
+from engine.io.records import iter_json_records, record_id
 
 Convert = Callable[[object, str], Trajectory | Iterable[Trajectory]]
 
@@ -23,7 +23,7 @@ def read_records(path: Path, ctx: LoadContext, convert: Convert) -> Iterator[tup
     """
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
-        default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
+        default_id = record_id(stem, line, prefix)
         trajs = ctx.attempt(line, prefix, _as_list, convert, rec, default_id) or []
         for j, traj in enumerate(trajs):  # an rLLM episode: problems with one trajectory name it
             yield line, f"{prefix}trajectories[{j}]." if len(trajs) > 1 else prefix, traj
@@ -58,3 +58,18 @@ TRUNCATION_WORDS = ("TRUNCAT", "LENGTH", "MAX_TOKENS")
 def truncated_from_reason(reason: object) -> bool:
     """rLLM / OpenAI style termination reasons that mean "ran into the length limit"."""
     return isinstance(reason, str) and any(w in reason.upper() for w in TRUNCATION_WORDS)
+
+
+def load_weights_only(path: Path, before: str, after: str) -> object:
+    """``torch.load(path, weights_only=True)``: tensors, containers, strings and numbers only, never code. A file
+    holding anything else raises ``ValueError("{path}: {before} ({the class torch refused}){after}")``."""
+    import re
+
+    import torch
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError/... variants; one message
+        m = re.search(r"GLOBAL ([\w.]+)", str(e))
+        refused = m.group(1) if m else (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"{path}: {before} ({refused}){after}") from None

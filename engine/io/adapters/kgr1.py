@@ -120,9 +120,9 @@ def eval_convert(rec: object, default_id: str) -> Trajectory:
 
 def eval_read(path: Path, ctx: LoadContext):
     for line, prefix, traj in read_records(path, ctx, eval_convert):
-        ctx.problem_once("kgr1-eval-groups", line, "uid", GROUP_NOTE)
+        ctx.note("uid", GROUP_NOTE, line, once="kgr1-eval-groups")
         if "score_as_written" in traj.metadata:
-            ctx.problem_once("kgr1-eval-no-reward", line, "score", NO_REWARD_NOTE)
+            ctx.note("score", NO_REWARD_NOTE, line, once="kgr1-eval-no-reward")
         yield line, prefix, traj
 
 

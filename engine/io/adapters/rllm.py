@@ -388,5 +388,5 @@ def read(path: Path, ctx: LoadContext):
     for line, prefix, traj in read_records(path, ctx, convert):
         note = GROUP_NOTES.get(traj.metadata.get("group_from"))
         if note:
-            ctx.problem_once(f"rllm-group-{traj.metadata['group_from']}", line, "episode_id", note)
+            ctx.note("episode_id", note, line, once=f"rllm-group-{traj.metadata['group_from']}")
         yield line, prefix, traj

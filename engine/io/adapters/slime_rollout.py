@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float, as_float_array, as_token_ids, is_number, type_name
 from engine.io.context import LoadContext
@@ -59,20 +60,11 @@ def sniff_zip(path: Path) -> bool:
 
 
 def load_dump(path: Path) -> dict:
-    import pickle
-
-    import torch
-
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, AttributeError, ValueError) as e:
-        why = str(e).strip().splitlines()
-        detail = next((ln.strip() for ln in why if "GLOBAL" in ln or "Unsupported" in ln), why[0] if why else "")
-        detail = detail.split(". Please use")[0]  # torch's allow-listing advice is exactly what we do not do
-        raise ValueError(
-            f"{path}: the slime rollout dump holds objects torch.load(weights_only=True) refuses ({detail}); "
-            f"CreditLens never unpickles code: {EXPORT_HINT}"
-        ) from None
+    obj = load_weights_only(
+        path,
+        "the slime rollout dump holds objects torch.load(weights_only=True) refuses",
+        f"; CreditLens never unpickles code: {EXPORT_HINT}",
+    )
     if not isinstance(obj, Mapping) or not isinstance(obj.get("samples"), list):
         raise ValueError(f"{path}: expected {{'rollout_id', 'samples': [...]}} (slime save_debug_rollout_data)")
     return obj

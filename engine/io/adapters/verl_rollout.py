@@ -41,7 +41,7 @@ from engine.io.context import LoadContext
 from engine.io.fields import as_id, mark_synthesized, prompt_group_id
 from engine.io.model import Segment, Trajectory
 from engine.io.problems import RecordError
-from engine.io.records import iter_json_records
+from engine.io.records import iter_json_records, record_id
 from engine.io.tags import INFORMATION_BLOCK, split_tagged
 
 NAME = "verl_rollout"
@@ -122,7 +122,7 @@ def _read_rows(path: Path, ctx: LoadContext) -> list[_Row]:
     rows = []
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
-        default_id = f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
+        default_id = record_id(stem, line, prefix)
         row = ctx.attempt(line, prefix, _parse, rec, line, prefix, default_id)
         if row is not None:
             rows.append(row)
@@ -145,15 +145,23 @@ def _close_last_turns(rows: list[_Row], ctx: LoadContext) -> None:
                 "dashboard's Response length limit) to flag those rows as truncated",
             )
         return
+    import numpy as np
+
     from engine.io.tokenize import encode_many, get_tokenizer
 
+    # Tokenize the open rows once, in one batch; the ids stay on the segments, so the loader does not encode again.
     tok = get_tokenizer(ctx.tokenizer)
+    segs = [s for r in open_rows for s in r.segments]
+    for seg, ids in zip(segs, encode_many(tok, [s.text for s in segs]), strict=True):
+        seg.token_ids = ids
+    end_id = np.asarray([tok.convert_tokens_to_ids(END_OF_TURN)], dtype=segs[0].token_ids.dtype) if segs else None
     for r in open_rows:
-        n = sum(len(ids) for ids in encode_many(tok, [s.text for s in r.segments]))
-        if n >= ctx.response_length:
+        if sum(s.num_tokens for s in r.segments) >= ctx.response_length:
             r.metadata["truncated"] = True
         else:
-            r.segments[-1].text += END_OF_TURN
+            last = r.segments[-1]
+            last.text += END_OF_TURN
+            last.token_ids = np.concatenate([last.token_ids, end_id])
             r.metadata.setdefault("restored", []).append("end_of_turn_token")
     for r in rows:
         r.metadata.setdefault("truncated", False)

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float_array, as_token_ids
 from engine.io.context import LoadContext
@@ -68,17 +69,12 @@ def sniff_columns(names: list[str]) -> bool:
 
 
 def _to_numpy(value):
-    """Tensors as numpy arrays: bf16/fp16 as float32 (numpy has no bf16), sparse ones densified."""
+    """Tensors as numpy arrays (``plain_tensor``: bf16/fp16 as float32, sparse ones densified)."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu()
-        if value.layout != torch.strided:
-            value = value.to_dense()
-        if value.dtype in (torch.bfloat16, torch.float16):
-            value = value.float()
-        return value.numpy()
-    return value
+    from engine.io.verl_export import plain_tensor
+
+    return plain_tensor(value).numpy() if isinstance(value, torch.Tensor) else value
 
 
 def load_arrays(path: Path) -> dict[str, object]:
@@ -116,15 +112,11 @@ def load_arrays(path: Path) -> dict[str, object]:
                         f"strings (np.asarray(x, dtype=str)), or: {EXPORT_HINT}"
                     ) from None
         return out
-    import torch
-
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError variants
-        raise ValueError(
-            f"{path}: cannot load safely with torch.load(weights_only=True): it holds Python objects "
-            f"({_unsupported_global(e)}), e.g. a TensorDict or numpy object arrays. {EXPORT_HINT}"
-        ) from None
+    obj = load_weights_only(
+        path,
+        "cannot load safely with torch.load(weights_only=True): it holds Python objects",
+        f", e.g. a TensorDict or numpy object arrays. {EXPORT_HINT}",
+    )
     if not isinstance(obj, Mapping):
         raise ValueError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
     flat: dict[str, object] = {}
@@ -134,14 +126,6 @@ def load_arrays(path: Path) -> dict[str, object]:
         elif key != "meta_info":
             flat[key] = _to_numpy(value)
     return flat
-
-
-def _unsupported_global(err: Exception) -> str:
-    """The class a weights-only load refused, from torch's message ("Unsupported global: GLOBAL x.y")."""
-    import re
-
-    m = re.search(r"GLOBAL ([\w.]+)", str(err))
-    return m.group(1) if m else type(err).__name__
 
 
 def _row(data: dict, name: str, b: int):
