@@ -26,6 +26,11 @@ STARTING = (
 )
 
 
+def _home() -> None:
+    """The page at "/": never drawn, ``main`` switches to the page the link names (token view by default).
+    Every visible page has its own path (``/group``, ``/tokens``…), so a reload or a pasted link opens it."""
+
+
 def main() -> None:
     started = time.perf_counter()  # the sidebar's "page run" time counts the first run's imports too
     st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
@@ -43,21 +48,16 @@ def main() -> None:
     tune_allocator()  # big [B, T] temporaries reuse heap memory instead of fresh mmaps (idempotent, per process)
     state.init()
     state.keep_widget_state()
-    landing = st.session_state.get(K.LANDING)
-    if landing not in {p[2] for p in PAGES}:
-        landing = "tokens"
-    page = st.navigation(
-        {
-            "CreditLens": [
-                st.Page(path, title=t, url_path=url, icon=icon, default=url == landing)
-                for path, t, url, icon in PAGES
-            ]
-        }
-    )
+    pages = {url: st.Page(path, title=t, url_path=url, icon=icon) for path, t, url, icon in PAGES}
+    home = st.Page(_home, title="CreditLens", url_path="home", default=True, visibility="hidden")
+    page = st.navigation({"CreditLens": [home, *pages.values()]})
+    if page is home:  # "/" (or "/?page=group", a link from before pages had paths): open the page it names
+        st.switch_page(pages[state.landing_page(set(pages))])
     ctx = sidebar.draw()
     st.session_state[K.CONTEXT] = ctx
     status = st.sidebar.empty()
-    state.write_query_params(page.url_path or landing)
+    state.write_query_params(page.url_path)
+    state.show_link_problems()
     try:
         page.run()
     finally:  # also when a page ends early with st.stop()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import streamlit as st
 
 from dashboard import bigrun, exports, schemes, services, sources, state
@@ -44,6 +42,8 @@ def draw() -> Context | None:
             bar.progress(LOAD_SHARE, text="Padding the trajectories into one batch…")
         info = services.run_info(handle)
         bar.empty()
+        if why := state.apply_run_scheme(str(handle.ref), info.has_values):
+            st.caption(why)
         if info.trajectories == 0:
             st.error(
                 f"The loader found no usable trajectory in {handle.ref} ({len(handle.problems)} problems; "
@@ -75,9 +75,7 @@ def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ run
-def _plain(text: str) -> str:
-    """``text`` (a loader message naming a file) with Markdown's active characters escaped."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$])", r"\\\1", text)
+_plain = state.markdown_escape  # loader messages name files: Markdown characters escaped
 
 
 def _run_picker(progress: services.Progress) -> services.RunHandle | None:

@@ -14,6 +14,17 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLES_DIR = REPO_ROOT / "sample_runs"
 DATA_DIR_ENV = "CREDITLENS_DATA_DIR"
 DEFAULT_SAMPLE = "kgqa_multiturn"
+# The scheme a sample opens with: its source's own trainer conventions (a sample not listed opens with "gae"
+# where it has critic values, else "grpo"; see ``sample_scheme``). Each entry: (scheme code, why, in words).
+SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
+    "python_tool_two_rollouts": (
+        "grpo,p:rllm",
+        "rLLM's worked example: the trajectory reward is the sum of the step rewards (1.0 / 0.0), GRPO with "
+        "rLLM's population std",
+    ),
+    "kgqa_multiturn": ("gae", "KG-R1 style run with critic values: verl's GAE (bookkeeping `_` keys left out)"),
+    "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
+}
 # Suffixes a run file may have (the loader sniffs the format; these only decide what is listed).
 RUN_SUFFIXES = (
     ".jsonl",
@@ -82,6 +93,15 @@ def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
             for f in files if len(files) > 1 else []:
                 out[f"{p.name}/{_strip_suffix(f.name)}"] = f
     return out
+
+
+def sample_scheme(name: str, has_values: bool) -> tuple[str, str]:
+    """(scheme code, why) sample ``name`` opens with."""
+    if name in SAMPLE_SCHEMES:
+        return SAMPLE_SCHEMES[name]
+    if has_values:
+        return "gae", "verl's GAE on the run's critic values"
+    return "grpo", "verl's GRPO (the run has no critic values)"
 
 
 def data_dir() -> Path | None:

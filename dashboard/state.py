@@ -8,9 +8,11 @@ scheme as a code, see ``schemes``), ``schemes`` (the compare page's, ``~``-joine
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
-from dashboard import schemes
+from dashboard import schemes, sources
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from engine.config import STEPWISE_MODES, CreditConfig
 
@@ -30,6 +32,8 @@ class K:
     TRAJ = "traj"  # trajectory id
     LANDING = "nav.landing"  # url path asked for by ?page= on the first run
     URL_READ = "nav.url_read"
+    LINK_PROBLEMS = "nav.link_problems"  # what the opening link asked for and did not get (shown until dismissed)
+    SCHEME_RUN = "run.scheme_run"  # the run whose default scheme the sidebar was last set to (see sample_scheme)
     # token view
     QUANTITY = "tokens.quantity"
     OVERLAYS = "tokens.overlays"
@@ -120,8 +124,40 @@ def init() -> None:
     ss.setdefault(K.UPLOAD_IDS, {})
     if not ss.get(K.URL_READ):
         ss[K.URL_READ] = True
-        for problem in apply_query_params(dict(st.query_params)):
-            st.toast(f"Link ignored in part: {problem}")
+        ss[K.LINK_PROBLEMS] = apply_query_params(dict(st.query_params))
+
+
+def landing_page(known: set[str]) -> str:
+    """The url path "/" opens: the one a link's ``?page=`` named on the session's first run, else the token view
+    (an unknown name is one of the link's problems)."""
+    ss = st.session_state
+    page = ss.pop(K.LANDING, None)
+    if page is not None and page not in known:
+        ss[K.LINK_PROBLEMS] = [*ss.get(K.LINK_PROBLEMS, []), f"there is no page {page!r}; the token view opened"]
+        page = None
+    return page or "tokens"
+
+
+def show_link_problems() -> None:
+    """Above the page: what the link that opened this session asked for and did not get, until dismissed."""
+    problems = st.session_state.get(K.LINK_PROBLEMS)
+    if not problems:
+        return
+    with st.container(border=True, key="link-problems"):
+        st.warning(
+            "This link could not be followed in full:\n\n" + "\n".join(f"- {markdown_escape(p)}" for p in problems),
+            icon=":material/link_off:",
+        )
+        st.button("Dismiss", key="link-problems-dismiss", on_click=dismiss_link_problems, type="tertiary")
+
+
+def dismiss_link_problems() -> None:
+    st.session_state[K.LINK_PROBLEMS] = []
+
+
+def markdown_escape(text: str) -> str:
+    """``text`` with Markdown's active characters escaped (user-controlled text in a label or message)."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$])", r"\\\1", text)
 
 
 def keep_widget_state() -> None:
@@ -147,32 +183,46 @@ def heatmap_toggled() -> None:
 
 
 def apply_query_params(params: dict[str, str]) -> list[str]:
-    """Put a deep link's parameters into session state; returns the problems found (bad codes are ignored)."""
+    """Put a deep link's parameters into session state; returns the problems found, in words (a run that is not
+    here, a bad scheme code: each is left out and the view says so)."""
     ss = st.session_state
     problems = []
     if run := params.get("run"):
         ref = RunRef.parse(run)
-        if ref.kind == "sample":
-            ss[K.RUN_SOURCE], ss[K.SAMPLE] = "Sample", ref.name
-        elif ref.kind == "data":
-            ss[K.RUN_SOURCE], ss[K.DATA_FILE] = "Data directory", ref.name
-        ss[K.RUN] = str(ref)
+        if missing := _missing_run(ref):
+            problems.append(f"{missing}; {DEFAULT_SAMPLE} opened instead")
+        elif ref.kind == "sample":
+            ss[K.RUN_SOURCE], ss[K.SAMPLE], ss[K.RUN] = "Sample", ref.name, str(ref)
+        else:
+            ss[K.RUN_SOURCE], ss[K.DATA_FILE], ss[K.RUN] = "Data directory", ref.name, str(ref)
     if traj := params.get("traj"):
         ss[K.TRAJ] = traj
     if code := params.get("scheme"):
         try:
             cfg = schemes.decode(code)
             ss.update(_cfg_defaults(cfg))
+            ss[K.SCHEME_RUN] = ss.get(K.RUN, DEFAULT_SAMPLE)  # the link's scheme wins over the run's default
         except ValueError as e:
-            problems.append(str(e))
+            problems.append(f"{e}; the run's default scheme is used")
     if codes := params.get("schemes"):
         try:
             ss[K.SCHEMES] = schemes.decode_many(codes)[:6]
         except ValueError as e:
-            problems.append(str(e))
+            problems.append(f"compare schemes: {e}; the default schemes are compared")
     if page := params.get("page"):
         ss[K.LANDING] = page
     return problems
+
+
+def _missing_run(ref: RunRef) -> str:
+    """Why the link's run cannot be opened here ("" when it can)."""
+    if ref.kind == "upload":
+        return "an uploaded run cannot be opened from a link (upload the file again)"
+    if ref.kind == "sample":
+        return "" if ref.name in sources.list_samples() else f"there is no sample run {ref.name!r}"
+    if sources.data_dir() is None:
+        return f"the run {ref.name!r} is in a data directory, and this server has none ({sources.DATA_DIR_ENV})"
+    return "" if ref.name in sources.list_data_files() else f"there is no run {ref.name!r} in the data directory"
 
 
 def write_query_params(page: str) -> None:
@@ -206,6 +256,22 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
     if values["placement"] == "as_given" and not info.has_token_scores:
         fixed["placement"] = "auto"
     return {k: v for k, v in fixed.items() if values[k] != v}
+
+
+def apply_run_scheme(run: str, has_values: bool) -> str:
+    """The first time the sidebar shows ``run`` (a ``RunRef`` string), set its scheme to the run's default: a
+    sample's source conventions (``sources.sample_scheme``). A link's own ``scheme`` and uploads or data files keep
+    the current scheme. Returns why the sample opens with its scheme ("" for other runs)."""
+    ss = st.session_state
+    ref = RunRef.parse(run)
+    if ref.kind != "sample":
+        ss[K.SCHEME_RUN] = run
+        return ""
+    code, why = sources.sample_scheme(ref.name, has_values)
+    if ss.get(K.SCHEME_RUN) != run:
+        ss[K.SCHEME_RUN] = run
+        ss.update(_cfg_defaults(schemes.decode(code)))
+    return f"{ref.name} opens with `{code}`: {why}."
 
 
 def sidebar_config() -> CreditConfig:

@@ -245,3 +245,62 @@ def test_slider_rerender(server: Server, context) -> None:
         f"{fmt(tok_times)}"
     )
     page.close()
+
+
+NOT_FOUND = "Page not found"
+SIDEBAR_CHOICES_JS = """() => Object.fromEntries(
+    [...document.querySelectorAll('[data-testid="stSidebar"] [data-testid="stSelectbox"] input')]
+        .map(e => [e.getAttribute('aria-label'), e.value]))"""
+
+
+def sidebar_choices(page) -> dict[str, str]:
+    """The sidebar's select boxes: label → value shown (widgets load lazily: wait for the trajectory picker)."""
+    page.wait_for_function(f"() => ({SIDEBAR_CHOICES_JS})()['Trajectory'] !== undefined", timeout=30_000)
+    return page.evaluate(SIDEBAR_CHOICES_JS)
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_url_the_app_writes_reloads_to_the_same_view(server: Server, context, name: str) -> None:
+    """Open a page by a link, then reload the URL the app wrote (F5): the same page, run and trajectory, and no
+    "Page not found" dialog."""
+    page = context.new_page()
+    page.goto(f"{server.url}/?page={name}&run=python_tool_two_rollouts&traj=rollout-1", wait_until="commit")
+    wait_idle(page)
+    written = page.url
+    assert f"/{name}?" in written and "traj=rollout-1" in written and "scheme=" in written, written
+    page.reload(wait_until="commit")  # a new session on the written URL, as a pasted link
+    wait_idle(page)
+    no_exception(page, f"{name} reloaded")
+    assert NOT_FOUND not in page.inner_text("body"), f"{name} reloaded: {NOT_FOUND}"
+    assert_on_screen(page, EXPECTED[name][0], f"{name} reloaded")
+    assert page.url == written, f"{name} reloaded: {page.url} != {written}"
+    picked = sidebar_choices(page)
+    assert picked.get("Sample run") == "python_tool_two_rollouts" and picked.get("Trajectory") == "rollout-1", picked
+    page.close()
+
+
+def test_a_bare_page_path_opens_that_page(server: Server, context) -> None:
+    page = context.new_page()
+    page.goto(f"{server.url}/group", wait_until="commit")
+    wait_idle(page)
+    assert NOT_FOUND not in page.inner_text("body")
+    assert_on_screen(page, "Rollouts", "/group")
+    assert "/group?" in page.url
+    page.close()
+
+
+def test_a_link_to_a_missing_run_says_so(server: Server, context) -> None:
+    """``?run=does_not_exist`` opens the default run with a warning naming the missing one; Dismiss hides it."""
+    page = context.new_page()
+    page.goto(f"{server.url}/?page=overview&run=does_not_exist&scheme=nope,zz:1", wait_until="commit")
+    wait_idle(page)
+    no_exception(page, "missing run")
+    assert_on_screen(page, "there is no sample run 'does_not_exist'; kgqa_multiturn opened instead", "missing run")
+    assert_on_screen(page, "unknown piece 'zz:1'", "missing run")
+    assert "run=kgqa_multiturn" in page.url
+    page.get_by_role("button", name="Dismiss").click()
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stMain\"]').innerText.includes('does_not_exist')",
+        timeout=30_000,
+    )
+    page.close()
