@@ -50,6 +50,20 @@ def figure_image(
     return kaleido.calc_fig_sync(fig.to_dict(), opts, kopts={"path": path, "mathjax": False})
 
 
+def titled(fig: go.Figure, title: str) -> go.Figure:
+    """A copy of ``fig`` headed by ``title`` (plain text: escaped for Plotly's HTML subset), for export: a saved
+    figure says which run, trajectory and scheme it shows."""
+    from dashboard.tokens_html import escape
+
+    out = go.Figure(fig)
+    top = max(int(out.layout.margin.t or 0), 70)
+    out.update_layout(
+        title=dict(text=escape(title), x=0.01, xanchor="left", y=0.98, yanchor="top", font=dict(size=15)),
+        margin=dict(t=top),
+    )
+    return out
+
+
 def table_csv(df: pd.DataFrame) -> bytes:
     return df.to_csv(index=False).encode("utf-8")
 

@@ -101,27 +101,50 @@ def add_custom_scheme() -> None:
     add_scheme(schemes.encode(cfg))
 
 
-def chart(fig: go.Figure, key: str, name: str, export: bool = True) -> None:
-    """A Plotly chart, with PNG/SVG download buttons that render with kaleido only when clicked."""
-    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+def chart(fig: go.Figure, key: str, name: str, export: bool = True, title: str | None = None) -> None:
+    """A Plotly chart, with PNG/SVG download buttons that render with kaleido only when clicked. The exported
+    figure is headed by ``title`` (default ``export_title()``: run, trajectory, scheme); with Chromium present the
+    chart's own camera button is removed, so every saved figure carries its title."""
+    has_browser = exports.chromium_path() is not None
+    config = PLOTLY_CONFIG
+    if export and has_browser:
+        config = {**config, "modeBarButtonsToRemove": [*config["modeBarButtonsToRemove"], "toImage"]}
+    st.plotly_chart(fig, key=key, config=config, width="stretch")
     if not export:
         return
-    if exports.chromium_path() is None:
+    if not has_browser:
         st.caption(exports.MISSING_BROWSER)
         return
     fname = exports.safe_filename(name)
+    heading = title if title is not None else export_title()
     row = st.container(horizontal=True, gap="small")
     for fmt in ("png", "svg"):
         row.download_button(
             f"⤓ {fmt.upper()}",
-            data=lambda fmt=fmt: exports.figure_image(fig, fmt),
+            data=lambda fmt=fmt: exports.figure_image(exports.titled(fig, heading), fmt),
             file_name=f"{fname}.{fmt}",
             mime=exports.IMAGE_FORMATS[fmt],
             key=f"export.{key}.{fmt}",
             on_click="ignore",
             type="tertiary",
-            help=f"Save this figure as {fmt.upper()} (rendered by the system Chromium)",
+            help=f"Save this figure as {fmt.upper()}, titled with the run, trajectory and scheme (rendered by the "
+            "system Chromium)",
         )
+
+
+def export_title(schemes: list[str] | None = None) -> str:
+    """What an exported figure shows, in one line: the run, the sidebar trajectory and the scheme (``schemes``:
+    the labels of the schemes a comparison shows, instead of the sidebar's)."""
+    from dashboard import schemes as scheme_codes
+
+    ctx = context()
+    if ctx is None:
+        return "CreditLens"
+    parts = [f"run {ctx.info.name}"]
+    if 0 <= ctx.traj < len(ctx.info.trajectory_ids):
+        parts.append(f"trajectory {ctx.info.trajectory_ids[ctx.traj]}")
+    parts.append("schemes " + " vs ".join(schemes) if schemes else f"scheme {scheme_codes.encode(ctx.config)}")
+    return "CreditLens · " + " · ".join(parts)
 
 
 def paged_dataframe(df: pd.DataFrame, noun: str, key: str) -> None:
