@@ -22,8 +22,16 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
         "rLLM's worked example: the trajectory reward is the sum of the step rewards (1.0 / 0.0), GRPO with "
         "rLLM's population std",
     ),
-    "kgqa_multiturn": ("gae", "KG-R1 style run with critic values: verl's GAE (bookkeeping `_` keys left out)"),
+    "kgqa_multiturn": (
+        "gae",
+        "KG-R1 style run: verl's GAE on its critic values (synthesized for this sample; KG-R1's own profile is a "
+        "choice away)",
+    ),
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
+    "lint_cases": ("grpo", "each case's triggering flags are in its README; the defaults trigger most of them"),
+}
+SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in
+    "nemo_gym": ("grpo", "NeMo Gym rollouts train with GRPO (NeMo RL); their critic values are synthesized"),
 }
 # Suffixes a run file may have (the loader sniffs the format; these only decide what is listed).
 RUN_SUFFIXES = (
@@ -99,6 +107,8 @@ def sample_scheme(name: str, has_values: bool) -> tuple[str, str]:
     """(scheme code, why) sample ``name`` opens with."""
     if name in SAMPLE_SCHEMES:
         return SAMPLE_SCHEMES[name]
+    if name.partition("/")[0] in SAMPLE_FAMILY_SCHEMES:
+        return SAMPLE_FAMILY_SCHEMES[name.partition("/")[0]]
     if has_values:
         return "gae", "verl's GAE on the run's critic values"
     return "grpo", "verl's GRPO (the run has no critic values)"

@@ -91,3 +91,15 @@ def test_exported_figures_carry_run_trajectory_and_scheme() -> None:
     at.run()
     configs = [json.loads(el.proto.config) for el in at.get("plotly_chart")]
     assert configs and all("toImage" in c["modeBarButtonsToRemove"] for c in configs)
+
+
+def test_every_sample_has_a_stated_scheme() -> None:
+    """No sample falls back to a guess: each names its scheme and why (NeMo Gym's synthesized critic is no
+    reason to open with GAE)."""
+    from dashboard import schemes, sources
+
+    for name in sources.list_samples():
+        code, why = sources.sample_scheme(name, has_values=True)
+        schemes.decode(code)
+        assert why and (name in sources.SAMPLE_SCHEMES or name.split("/")[0] in sources.SAMPLE_FAMILY_SCHEMES), name
+    assert sources.sample_scheme("nemo_gym/blackjack", has_values=True)[0] == "grpo"
