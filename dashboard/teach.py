@@ -173,8 +173,10 @@ def doc_reward_table(st: StructuredTotal | None = None) -> pd.DataFrame:
              for k, v in st.included.items()]  # fmt: skip
     rows += [{"key": f"global_rewards[{k}]", "value": v, "enters the total as": "left out (log only)", "adds": 0.0}
              for k, v in st.excluded.items()]  # fmt: skip
-    rows.append({"key": "total", "value": np.nan, "enters the total as": "", "adds": st.total})
-    return pd.DataFrame(rows)
+    rows.append({"key": "total", "value": "", "enters the total as": "mean turn reward + G", "adds": st.total})
+    df = pd.DataFrame(rows)
+    df["value"] = [v if v == "" else f"{v:g}" for v in df["value"]]  # text: the total row has no value of its own
+    return df
 
 
 def token_steps_table(ex: KgExample, i: int = 0) -> pd.DataFrame:
@@ -298,6 +300,19 @@ DOC_RLLM_TRAJ_ADV = (0.5, -0.5)  # trajectory-level, and broadcast to each of th
 DOC_RLLM_MC = ((0.9025, 0.95, 1.0), (0.0, 0.0, 0.0))  # steps 1, 2, 3 (the document lists 3, 2, 1)
 
 
+# Short headers for the projector (the table keeps its full column names): column → (header, help).
+RLLM_LABELS = {
+    "outcome reward (document)": ("R (doc)", "The rollout's outcome reward as the document writes it"),
+    "step reward": ("r_k", "The step's own reward in the sample (the outcome arrives on the last step)"),
+    "A trajectory/broadcast (document, no std)": ("A (doc)", "The document's trajectory advantage, ±0.5"),
+    "A · trajectory": ("A traj.", "Engine, trajectory mode: mean advantage on the step's loss tokens"),
+    "A · broadcast": ("A bcast", "Engine, broadcast mode: the last step's advantage copied to this step"),
+    "MC return (document)": ("G_k (doc)", "The document's per-step Monte-Carlo return (γ = 0.95)"),
+    "MC return G_k": ("G_k", "Engine: G_k = r_k + γ·G_(k+1), γ = 0.95"),
+    "A · per-step": ("A per-step", "Engine, per-step mode: G_k − mean of the k-th steps' returns (÷ std if on)"),
+}
+
+
 def mc_returns(step_rewards, gamma: float = RLLM_GAMMA) -> list[float]:
     """G_k = r_k + γ G_{k+1}, from the last step back (rLLM's compute_mc_return), in plain Python."""
     out, g = [], 0.0
@@ -335,6 +350,7 @@ def rllm_doc_table(steps: pd.DataFrame, norm_by_std: bool) -> pd.DataFrame:
     same_mc = "MC return G_k" not in out or np.allclose(
         out["MC return G_k"][doc_ok], out["MC return (document)"][doc_ok], atol=1e-6
     )
+    out.attrs["labels"] = RLLM_LABELS
     out.attrs["matches_advantages"] = bool(same_adv and doc_ok.all())
     out.attrs["matches_returns"] = bool(same_mc and doc_ok.all())
     out.attrs["norm_by_std"] = norm_by_std

@@ -28,9 +28,9 @@ def f(x: float, digits: int = 5) -> str:
     return "0" if abs(x) < 1e-9 else f"{x:.{digits}g}"
 
 
-def tokens(table, quantity, vmax=None, tail=None):
+def tokens(table, quantity, vmax=None, tail=None, labels=None):
     """Coloured tokens of a token table, big type, no fixed-height box; ``tail``: only the last ``tail`` tokens
-    (the page says how many are left out)."""
+    (the page says how many are left out); ``labels``: 1-based turn → block heading."""
     v = vmax if vmax is not None else (symmetric_range(table[quantity].to_numpy()) if quantity else 1.0)
     if quantity:
         st.html(tokens_html.legend_html(quantity, v, ("info",)))
@@ -38,7 +38,7 @@ def tokens(table, quantity, vmax=None, tail=None):
     start = max(0, n - tail) if tail else 0
     if start:
         st.caption(f"The last {n - start} of {n} tokens (the Token view shows every one).")
-    st.html(tokens_html.token_html(table, quantity, v, ("info",), (start, n), big=True))
+    st.html(tokens_html.token_html(table, quantity, v, ("info",), (start, n), turn_labels=labels, big=True))
 
 
 def step(n: int, title: str) -> None:
@@ -107,7 +107,7 @@ with tab_a:
     step(3, "Token-level rewards")
     st.markdown(
         f"**`final_token_only`** (the GAE path): the whole total goes on the last policy token, "
-        f"**`{tokens_html.escape(last_text.strip())}`** (token #{last_pos}), which gets **{f(last_val)}**; every "
+        f"**`{last_text.strip().replace('`', '')}`** (token #{last_pos}), which gets **{f(last_val)}**; every "
         "other token gets 0."
     )
     vmax = max(abs(last_val), 1e-6)
@@ -145,7 +145,8 @@ with tab_a:
     st.latex(r"\textbf{GAE:}\quad " + get_estimator("gae").formula)
     st.markdown(
         "The document's trainer uses **γ = λ = 1**. It has no critic values for this example, so **V = 0** on "
-        "every token (`value_source = zeros`). Then δ_t = r_t and A_t = Σ_{s ≥ t} r_s: every token before the "
+        "every token (`value_source = zeros`). Then $\\delta_t = r_t$ and $A_t = \\sum_{s \\ge t} r_s$: every token "
+        "before the "
         f"answer's end sees the reward-to-go, **{f(tok['GAE A before whitening'][0])}** (KG-R1 runs GAE over the "
         f"attention mask, so the info tokens are steps too). Returns = A + V = **{f(tok['GAE return'][0])}**. "
         f"verl then whitens the advantages over the whole batch: here the 3 trajectories of the group below, "
@@ -216,11 +217,11 @@ with tab_a:
     turn_df = analysis.turn_components(traj.turn_rewards, weights_t, tables.np_(res.turn_rewards[i]))
     glob_df = analysis.global_components(traj.global_rewards, weights_g, included)
     if len(turn_df):
-        st.markdown("**Per turn**: r_k = Σ_c w_c · x_{k,c} (weights in the column names)")
+        st.markdown("**Per turn**: $r_k = \\sum_c w_c\\, x_{k,c}$ (weights in the column names)")
         st.dataframe(turn_df, hide_index=True, width="stretch", height="content")
     if len(glob_df):
         st.markdown(
-            "**Global**: G = Σ w · value over the components the profile includes "
+            "**Global**: $G = \\sum_c w_c\\, g_c$ over the components the profile includes "
             f"(profile {tokens_html.escape(cfg.profile)} leaves out names starting with "
             + ", ".join(f"`{p}`" for p in cfg.global_exclude_prefixes)
             + ")"
@@ -272,7 +273,9 @@ with tab_a:
     if ctx.info.has_log_probs:
         kl_sum = float(table["KL"].sum())
         st.markdown(
-            f"This run has log-probs: Σ KL over the policy tokens = **{f(kl_sum, 4)}**. In-reward KL is "
+            f"This run has log-probs: Σ KL over the policy tokens = **{f(kl_sum, 4)}** (the `{cfg.kl_penalty}` "
+            "estimate can be negative token by token: it is log π_old − log π_ref at the sampled token). "
+            "In-reward KL is "
             + (f"**on** (β = {f(cfg.kl_coef)}): rewards = scores − β·KL." if cfg.use_kl_in_reward else "**off** in the "
                "sidebar's scheme, so the rewards are the token scores; turn it on in the sidebar to subtract β·KL.")
         )  # fmt: skip
@@ -319,7 +322,9 @@ with tab_a:
         f"**{f(score, 5)}**.{why}"
     )
     st.markdown("#### Per turn")
-    st.dataframe(services.turn_table(h, cfg, i), hide_index=True, width="stretch", height="content")
+    turns = services.turn_table(h, cfg, i)
+    turns = turns[[c for c in turns.columns if not c.startswith("· ")]]  # components: in the table above
+    st.dataframe(turns, hide_index=True, width="stretch", height="content")
 
 # ------------------------------------------------------------------------------------------------ (b)
 with tab_b:
@@ -355,7 +360,12 @@ with tab_b:
             st.warning(f"{label}: {e}")
     if results:
         doc = teach.rllm_doc_table(analysis.step_table(b2, results, rows[:8]), norm)
-        st.dataframe(doc, hide_index=True, width="stretch", height="content")
+        config = {c: st.column_config.NumberColumn(lab, help=hlp) for c, (lab, hlp) in doc.attrs["labels"].items()}
+        st.dataframe(doc, hide_index=True, width="stretch", height="content", column_config=config)
+        st.caption(
+            "(doc) = the document's number; the others are the engine's. A = advantage (mean over the step's loss "
+            "tokens), G_k = the step's Monte-Carlo return, r_k = the step's reward. Hover a header for more."
+        )
         if doc.attrs["matches_returns"]:
             st.success(
                 "MC returns: the engine gives the document's 1.0, 0.95, 0.9025 (γ = 0.95) and 0, 0, 0.",
@@ -377,10 +387,11 @@ with tab_b:
         st.markdown(
             "**Where each number comes from.** *Trajectory*: A = reward − group mean = 1.0 − 0.5 = **+0.5** and "
             "0.0 − 0.5 = **−0.5** (no std division; the toggle adds it). *Broadcast*: the same scalar copied to "
-            "each of the three steps. *Per-step*: each step's Monte-Carlo return G_k = r_k + γ·G_{k+1} with γ = "
-            "0.95: rollout 1's step rewards are 0, 0, 1, so G_3 = 1.0, G_2 = 0.95 × 1.0 = 0.95, G_1 = 0.95 × "
-            "0.95 = 0.9025; rollout 2's are 0, 0, 0. The k-th steps of the two rollouts form a group, so step "
-            "k's advantage is G_k − mean_j G_{j,k}: ±0.45125, ±0.475, ±0.5 without std (the document gives no "
+            "each of the three steps. *Per-step*: each step's Monte-Carlo return $G_k = r_k + \\gamma\\, G_{k+1}$ "
+            "with γ = 0.95: rollout 1's step rewards are 0, 0, 1, so $G_3 = 1.0$, $G_2 = 0.95 \\times 1.0 = 0.95$, "
+            "$G_1 = 0.95 \\times 0.95 = 0.9025$; rollout 2's are 0, 0, 0. The k-th steps of the two rollouts form "
+            "a group, so step k's advantage is $G_k - \\mathrm{mean}_j\\, G_{j,k}$: ±0.45125, ±0.475, ±0.5 without "
+            "std (the document gives no "
             "per-step advantages; with std each is ±1)."
         )
         st.caption(
@@ -412,5 +423,11 @@ with tab_b:
         st.markdown(f"**{last}**, token by token: each step gets its own advantage")
         vmax = symmetric_range(adv[np.isfinite(adv)])
         for j in shown:
-            st.html(f"<div style='font-size:1.15rem;font-weight:600'>{tokens_html.escape(b2.trajectory_ids[j])}</div>")
-            tokens(services.token_table(h2, results[last].config, j), "advantage", vmax=vmax)
+            rid = b2.trajectory_ids[j]
+            st.html(f"<div style='font-size:1.15rem;font-weight:600'>{tokens_html.escape(rid)}</div>")
+            mine = doc[doc["rollout"] == rid] if "A · per-step" in doc else doc.iloc[:0]
+            labels = {
+                int(k): f"Step {int(k)} · A = {a:+.4g}"
+                for k, a in zip(mine["step"], mine.get("A · per-step", []), strict=True)
+            }
+            tokens(services.token_table(h2, results[last].config, j), "advantage", vmax=vmax, labels=labels)
