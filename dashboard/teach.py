@@ -303,13 +303,13 @@ DOC_RLLM_MC = ((0.9025, 0.95, 1.0), (0.0, 0.0, 0.0))  # steps 1, 2, 3 (the docum
 # Short headers for the projector (the table keeps its full column names): column → (header, help).
 RLLM_LABELS = {
     "outcome reward (document)": ("R (doc)", "The rollout's outcome reward as the document writes it"),
-    "step reward": ("r_k", "The step's own reward in the sample (the outcome arrives on the last step)"),
+    "step reward": ("rₖ", "The step's own reward in the sample (the outcome arrives on the last step)"),
     "A trajectory/broadcast (document, no std)": ("A (doc)", "The document's trajectory advantage, ±0.5"),
     "A · trajectory": ("A traj.", "Engine, trajectory mode: mean advantage on the step's loss tokens"),
     "A · broadcast": ("A bcast", "Engine, broadcast mode: the last step's advantage copied to this step"),
-    "MC return (document)": ("G_k (doc)", "The document's per-step Monte-Carlo return (γ = 0.95)"),
-    "MC return G_k": ("G_k", "Engine: G_k = r_k + γ·G_(k+1), γ = 0.95"),
-    "A · per-step": ("A per-step", "Engine, per-step mode: G_k − mean of the k-th steps' returns (÷ std if on)"),
+    "MC return (document)": ("Gₖ (doc)", "The document's per-step Monte-Carlo return (γ = 0.95)"),
+    "MC return G_k": ("Gₖ", "Engine: Gₖ = rₖ + γ·Gₖ₊₁, γ = 0.95"),
+    "A · per-step": ("A per-step", "Engine, per-step mode: Gₖ − mean of the k-th steps' returns (÷ std if on)"),
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,22 @@ def test_learn_page_on_python_tool_shows_the_rllm_table() -> None:
     assert doc["A · trajectory"].round(4).tolist() == [1.0] * 3 + [-1.0] * 3
     assert doc["A · per-step"].round(4).tolist() == [1.0] * 3 + [-1.0] * 3
     assert "population std 0.5" in "\n".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize(
+    ("run", "scheme"),
+    [
+        ("search_agent", "grpo"),
+        ("nemo_gym/math_with_code", "grpo,p:rllm,sm:per_step"),
+        ("lint_cases", "rloo"),
+        ("kgqa_multiturn", "grpo_multiturn,p:kg-r1"),
+    ],
+)
+def test_learn_page_your_run_under_other_schemes(run: str, scheme: str) -> None:
+    at = new_app({"run": run, "page": "learn", "scheme": scheme})
+    at.run()
+    at.switch_page(PAGES["learn"]).run()
+    no_errors(at, f"learn {run} {scheme}")
+    text = "\n".join(m.value for m in at.markdown)
+    assert "Your run" in text and "score = Σ returns · mask over" in text
+    assert not re.search(r"\bnan\b", text.lower())

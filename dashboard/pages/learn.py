@@ -19,6 +19,10 @@ TAIL = 160  # tokens of a long trajectory shown in the "your run" boxes: the las
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 widgets.big_text_css()
+st.html(  # metric values as big as the projector needs (the value's own element carries the font size)
+    "<style>.stMainBlockContainer [data-testid='stMetricValue'],"
+    " .stMainBlockContainer [data-testid='stMetricValue'] * {font-size: 2.2rem !important;}</style>"
+)
 widgets.heading("Learn: how credit reaches the tokens", ctx.info.name, note=ctx.note)
 
 
@@ -145,7 +149,7 @@ with tab_a:
     st.latex(r"\textbf{GAE:}\quad " + get_estimator("gae").formula)
     st.markdown(
         "The document's trainer uses **γ = λ = 1**. It has no critic values for this example, so **V = 0** on "
-        "every token (`value_source = zeros`). Then $\\delta_t = r_t$ and $A_t = \\sum_{s \\ge t} r_s$: every token "
+        "every token (`value_source = zeros`). Then δₜ = rₜ and Aₜ = Σ_{s ≥ t} rₛ: every token "
         "before the "
         f"answer's end sees the reward-to-go, **{f(tok['GAE A before whitening'][0])}** (KG-R1 runs GAE over the "
         f"attention mask, so the info tokens are steps too). Returns = A + V = **{f(tok['GAE return'][0])}**. "
@@ -217,11 +221,11 @@ with tab_a:
     turn_df = analysis.turn_components(traj.turn_rewards, weights_t, tables.np_(res.turn_rewards[i]))
     glob_df = analysis.global_components(traj.global_rewards, weights_g, included)
     if len(turn_df):
-        st.markdown("**Per turn**: $r_k = \\sum_c w_c\\, x_{k,c}$ (weights in the column names)")
+        st.markdown("**Per turn**: rₖ = Σ_c w_c · x_{k,c} (the weights are in the column names)")
         st.dataframe(turn_df, hide_index=True, width="stretch", height="content")
     if len(glob_df):
         st.markdown(
-            "**Global**: $G = \\sum_c w_c\\, g_c$ over the components the profile includes "
+            "**Global**: G = Σ_c w_c · g_c over the components the profile includes "
             f"(profile {tokens_html.escape(cfg.profile)} leaves out names starting with "
             + ", ".join(f"`{p}`" for p in cfg.global_exclude_prefixes)
             + ")"
@@ -229,10 +233,22 @@ with tab_a:
         st.dataframe(glob_df, hide_index=True, width="stretch", height="content")
     score_turn = float(tables.np_(res.extras["turn_score"])[i]) if "turn_score" in res.extras else 0.0
     G = float(tables.np_(res.extras["global_reward"])[i]) if "global_reward" in res.extras else 0.0
-    how = "mean" if cfg.turn_score_reduce == "mean" else "sum"
+    how = "no turn rewards:"
+    if len(turn_df) and how == "mean":
+        k_all = len(traj.turn_rewards)
+        k_tok = int((turn_df["turn"] <= n_turns).sum())
+        pad = (
+            f" (turns {k_tok + 1}–{k_all} have no tokens: KG-R1 keeps placeholder turns for finished samples, "
+            "and they still count in the mean)"
+            if k_all > k_tok
+            else ""
+        )
+        how = f"mean of the {k_all} turn rewards{pad}, {f(turn_df['r_k'].sum(), 4)} / {k_all} ="
+    elif len(turn_df):
+        how = f"sum of the {len(turn_df)} turn rewards ="
     if len(turn_df) or len(glob_df):
         st.markdown(
-            f"{how} of the turn rewards **{f(score_turn, 4)}** + G **{f(G, 4)}** = **{f(score_turn + G, 4)}** "
+            f"{how} **{f(score_turn, 4)}** + G **{f(G, 4)}** = **{f(score_turn + G, 4)}** "
             f"(the engine's Σ of this trajectory's token scores: {f(float(table['token score'].sum()), 4)})."
         )
     leaks = [n for n, inc in included.items() if inc and n.startswith("_") and n in traj.global_rewards]
@@ -364,7 +380,7 @@ with tab_b:
         st.dataframe(doc, hide_index=True, width="stretch", height="content", column_config=config)
         st.caption(
             "(doc) = the document's number; the others are the engine's. A = advantage (mean over the step's loss "
-            "tokens), G_k = the step's Monte-Carlo return, r_k = the step's reward. Hover a header for more."
+            "tokens), Gₖ = the step's Monte-Carlo return, rₖ = the step's reward. Hover a header for more."
         )
         if doc.attrs["matches_returns"]:
             st.success(
@@ -387,12 +403,11 @@ with tab_b:
         st.markdown(
             "**Where each number comes from.** *Trajectory*: A = reward − group mean = 1.0 − 0.5 = **+0.5** and "
             "0.0 − 0.5 = **−0.5** (no std division; the toggle adds it). *Broadcast*: the same scalar copied to "
-            "each of the three steps. *Per-step*: each step's Monte-Carlo return $G_k = r_k + \\gamma\\, G_{k+1}$ "
-            "with γ = 0.95: rollout 1's step rewards are 0, 0, 1, so $G_3 = 1.0$, $G_2 = 0.95 \\times 1.0 = 0.95$, "
-            "$G_1 = 0.95 \\times 0.95 = 0.9025$; rollout 2's are 0, 0, 0. The k-th steps of the two rollouts form "
-            "a group, so step k's advantage is $G_k - \\mathrm{mean}_j\\, G_{j,k}$: ±0.45125, ±0.475, ±0.5 without "
-            "std (the document gives no "
-            "per-step advantages; with std each is ±1)."
+            "each of the three steps. *Per-step*: each step's Monte-Carlo return Gₖ = rₖ + γ·Gₖ₊₁ "
+            "with γ = 0.95: rollout 1's step rewards are 0, 0, 1, so G₃ = 1.0, G₂ = 0.95 × 1.0 = 0.95, "
+            "G₁ = 0.95 × 0.95 = 0.9025; rollout 2's are 0, 0, 0. The k-th steps of the two rollouts form "
+            "a group, so step k's advantage is Gₖ minus the mean of the two rollouts' Gₖ: ±0.45125, ±0.475, "
+            "±0.5 without std (the document gives no per-step advantages; with std each is ±1)."
         )
         st.caption(
             "The sample's three steps are: call python, read its output and verify with a second call, answer. A "
