@@ -91,6 +91,8 @@ def test_learn_page_on_kgqa_multiturn_leads_with_the_document() -> None:
         assert s in text, s
     assert text.index("0.875") < text.index("Your run")  # the document's example comes first
     assert "+0.875" in html_text(at)  # the final token's value is printed under it
+    # the sidebar trajectory q0-r0: 3 turns with tokens, 6 reward turns (0.25 each on the first 3), G = 0.7
+    assert "mean of the 6 turn rewards (turns 4–6 have no tokens" in text and "0.75 / 6 = **0.125**" in text
     assert not at.warning  # the default scheme (verl) leaves the bookkeeping keys out, and says so
     assert any("_kg_turns_used" in c.value and "under profile kg-r1" in c.value for c in at.caption)
     tabs = [t.label for t in at.tabs]

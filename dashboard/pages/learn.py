@@ -234,7 +234,7 @@ with tab_a:
     score_turn = float(tables.np_(res.extras["turn_score"])[i]) if "turn_score" in res.extras else 0.0
     G = float(tables.np_(res.extras["global_reward"])[i]) if "global_reward" in res.extras else 0.0
     how = "no turn rewards:"
-    if len(turn_df) and how == "mean":
+    if len(turn_df) and cfg.turn_score_reduce == "mean":
         k_all = len(traj.turn_rewards)
         k_tok = int((turn_df["turn"] <= n_turns).sum())
         pad = (
