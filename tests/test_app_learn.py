@@ -146,4 +146,6 @@ def test_learn_page_your_run_under_other_schemes(run: str, scheme: str) -> None:
     no_errors(at, f"learn {run} {scheme}")
     text = "\n".join(m.value for m in at.markdown)
     assert "Your run" in text and "score = Σ returns · mask over" in text
+    if scheme == "grpo":  # GRPO's returns are its advantages: the score is tokens × A, and the page says so
+        assert "returns are its advantages" in text
     assert not re.search(r"\bnan\b", text.lower())

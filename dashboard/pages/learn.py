@@ -332,7 +332,12 @@ with tab_a:
     if cfg.estimator == "gae" and vs == "zeros" and cfg.gamma == 1.0 and cfg.lam == 1.0:
         why = " With γ = λ = 1 and V = 0 each return is the reward-to-go, so a long trajectory's score is large."
     elif cfg.estimator == "gae":
-        why = " GAE's returns are A + V (before whitening)."
+        why = " GAE's returns are A + V (A before whitening), summed over every loss token."
+    elif n_l and np.allclose(table.loc[loss_mask, "return"], table.loc[loss_mask, "advantage"], atol=1e-6):
+        why = (
+            " This estimator's returns are its advantages, so the score is the number of loss tokens × the "
+            "trajectory's advantage."
+        )
     st.markdown(
         f"score = Σ returns · mask over **{n_l}** loss tokens = {n_l} × {f(mean_ret, 4)} (their mean return) = "
         f"**{f(score, 5)}**.{why}"
