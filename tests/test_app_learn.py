@@ -106,6 +106,8 @@ def test_learn_page_your_run_under_kg_r1_shows_the_pitfall() -> None:
     no_errors(at, "learn kgqa kg-r1")
     warn = "\n".join(w.value for w in at.warning)
     assert "Pitfall" in warn and "_otc_scaling_factor" in warn and "profile verl" in warn
+    assert "3.825" in warn and "0.825" in warn  # q0-r0: both totals, kg-r1 and verl
+    assert any("mean advantage is negative" in c.value for c in at.caption)  # the symptom, explained
     text = "\n".join(m.value for m in at.markdown)
     assert text.index("Step 1 · Generation") < text.index("Your run")  # the pitfall never leads
 

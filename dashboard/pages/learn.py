@@ -321,6 +321,12 @@ with tab_a:
             f"**{f(me['group mean'], 4)}**, std **{f(me['group std'], 4)}**; this trajectory's score "
             f"**{f(me['score'], 4)}** gives the advantage **{f(me['advantage'], 4)}** on its loss tokens."
         )
+    adv_loss = table.loc[table["loss"] > 0, "advantage"]
+    if leaks and len(adv_loss) and float(adv_loss.mean()) < 0:
+        st.caption(
+            f"This trajectory's mean advantage is negative ({f(adv_loss.mean(), 4)}): the advantage compares it with "
+            "the rest of the batch, whose totals include the leaked bookkeeping keys (see the pitfall above)."
+        )
     tokens(table, "advantage", tail=TAIL)
 
     st.markdown("#### Score")
