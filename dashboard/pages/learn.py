@@ -412,7 +412,8 @@ with tab_b:
                 icon=":material/info:",
             )
         st.markdown(
-            "**Where each number comes from.** *Trajectory*: A = reward − group mean = 1.0 − 0.5 = **+0.5** and "
+            "**Where the document's numbers come from.** *Trajectory*: A = reward − group mean = 1.0 − 0.5 = "
+            "**+0.5** and "
             "0.0 − 0.5 = **−0.5** (no std division; the toggle adds it). *Broadcast*: the same scalar copied to "
             "each of the three steps. *Per-step*: each step's Monte-Carlo return Gₖ = rₖ + γ·Gₖ₊₁ "
             "with γ = 0.95: rollout 1's step rewards are 0, 0, 1, so G₃ = 1.0, G₂ = 0.95 × 1.0 = 0.95, "
