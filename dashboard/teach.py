@@ -1,0 +1,357 @@
+"""The Learn page's worked examples, built from the two source documents' own numbers and run through the engine.
+
+* KG-R1's structured-reward write-up (seed 000) writes one reward dict: turn rewards {1: 0.15, 2: 0.20, ...},
+  global rewards {exact_match: 0.3, retrieval_quality: 0.4, _raw_exact_match: 0.6 (log only)}, total_score 0.65,
+  and the rule total = mean(turn rewards) + Σ global. ``kgr1_example`` puts exactly those values on a tiny
+  two-turn trajectory (tokens made up here: the document gives rewards, not text) plus two variants that answer
+  wrongly, so GRPO has a group, and runs ``compute_credit`` on it for every step of the pipeline.
+* rLLM's three-advantage-modes write-up (seed 001) writes rewards 1.0 / 0.0, trajectory advantages ±0.5, the
+  same ±0.5 broadcast to each of the three steps, and per-step Monte-Carlo returns 1.0, 0.95, 0.9025 (γ = 0.95)
+  and 0, 0, 0. ``rllm_doc_table`` sets those beside the engine's numbers on the sample run.
+
+Pure: no Streamlit. Everything is small (3 trajectories × 24 tokens) and computed on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from dashboard.theme import MONO_FAMILY, diverging_css
+from dashboard.tokens_html import escape
+from engine import CreditConfig, CreditResult, compute_credit
+from engine.batch import TrajectoryBatch
+from engine.io.model import Segment, Trajectory
+from engine.io.run import Run
+
+# ------------------------------------------------------------------------------------------------ seed 000
+DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 0.20, ...}
+DOC_GLOBAL_REWARDS: dict[str, float] = {"exact_match": 0.3, "retrieval_quality": 0.4, "_raw_exact_match": 0.6}
+DOC_TOTAL_SCORE = 0.65  # total_score as the document writes it
+KGR1_EXCLUDE = ("_raw_",)  # KG-R1 leaves out only '_raw_' keys (SPEC §3.5)
+TURN_COMPONENT = "turn_reward"  # the document gives one number per turn: one component of weight 1
+
+# The example's tokens (one word = one token). Turn 1: think + a KG query, answered by an <information> block;
+# turn 2: think + the answer. The answer word is the only thing the group's variants change.
+QUESTION = "Which city is the capital of the country of entity m.01?"
+TURN1_MODEL = ["<think>", " Which", " country", " is", " m.01", " in?", " </think>", " <kg-query>",
+               " get_relations(m.01)", " </kg-query>"]  # fmt: skip
+TURN1_INFO = ["<information>", " located_in", " ->", " France", " </information>"]
+TURN2_MODEL = ["<think>", " Its", " capital", " is", " {answer}.", " </think>", " <answer>", " {answer}",
+               " </answer>"]  # fmt: skip
+
+# (id, answer, global rewards): the document's trajectory first, then two made-up members of its group.
+GROUP = (
+    ("document", "Paris", DOC_GLOBAL_REWARDS),
+    ("wrong-answer", "Lyon", {"exact_match": 0.0, "retrieval_quality": 0.4, "_raw_exact_match": 0.0}),
+    ("wrong-answer-poor-retrieval", "Berlin", {"exact_match": 0.0, "retrieval_quality": 0.0, "_raw_exact_match": 0.0}),
+)
+
+# KG-R1's trainer as the document describes it: γ = λ = 1, state masking, GAE with final_token_only. The
+# document's reward values are used as written (weight 1: they are already the weighted contributions), and
+# there is no critic in the example, so GAE's values are zeros.
+DOC_CONFIG = CreditConfig(
+    profile="kg-r1",
+    estimator="gae",
+    gamma=1.0,
+    lam=1.0,
+    state_masking=True,
+    placement="final_token_only",
+    turn_weights=(),
+    global_weights=(),
+    value_source="zeros",
+    device="cpu",
+)
+
+
+@dataclass(frozen=True)
+class StructuredTotal:
+    """total = mean of the turn rewards + Σ of the global rewards not excluded."""
+
+    turn_rewards: tuple[float, ...]
+    mean_turn: float
+    included: dict[str, float]
+    excluded: dict[str, float]
+    global_sum: float
+    total: float
+
+
+def structured_total(
+    turn_rewards=DOC_TURN_REWARDS, global_rewards=DOC_GLOBAL_REWARDS, exclude=KGR1_EXCLUDE
+) -> StructuredTotal:
+    """The document's rule in plain Python (the engine computes the same; the page shows both)."""
+    turns = tuple(float(v) for v in turn_rewards)
+    mean_turn = sum(turns) / len(turns) if turns else 0.0
+    inc = {k: float(v) for k, v in global_rewards.items() if not k.startswith(tuple(exclude))}
+    exc = {k: float(v) for k, v in global_rewards.items() if k.startswith(tuple(exclude))}
+    g = sum(inc.values())
+    return StructuredTotal(turns, mean_turn, inc, exc, g, mean_turn + g)
+
+
+class WordRun(Run):
+    """A ``Run`` whose tokens are the words given (ids are positions, no tokenizer)."""
+
+    def __init__(self, trajectories: list[Trajectory], texts: list[list[str]], name: str):
+        super().__init__(trajectories=trajectories, name=name, source="worked example", tokenizer=None)
+        self._texts = texts
+
+    def token_texts(self, i: int) -> list[str]:
+        return list(self._texts[i])
+
+
+def _segment(role: str, words: list[str], start: int) -> Segment:
+    return Segment(role=role, text="".join(words), token_ids=np.arange(start, start + len(words), dtype=np.int32))
+
+
+def kgr1_run() -> WordRun:
+    """The document's trajectory and its two group members, one word per token."""
+    trajs, texts = [], []
+    for tid, answer, glob in GROUP:
+        t2 = [w.replace("{answer}", answer) for w in TURN2_MODEL]
+        parts = [("model", TURN1_MODEL), ("tool", TURN1_INFO), ("model", t2)]
+        segs, n = [], 0
+        for role, words in parts:
+            segs.append(_segment(role, words, n))
+            n += len(words)
+        trajs.append(
+            Trajectory(
+                id=tid,
+                group_id="m.01",
+                prompt=QUESTION,
+                segments=segs,
+                turn_rewards=[{TURN_COMPONENT: r} for r in DOC_TURN_REWARDS],
+                global_rewards=dict(glob),
+                metadata={"answer": answer},
+            )
+        )
+        texts.append([w for _, words in parts for w in words])
+    return WordRun(trajs, texts, "KG-R1 worked example")
+
+
+@dataclass(frozen=True)
+class KgExample:
+    """The worked example and the engine's results: ``gae`` (final_token_only, the document's GAE path),
+    ``proportional`` (turn_proportional, its KL path), ``grpo`` (final_token_only, GRPO over the group)."""
+
+    run: WordRun
+    batch: TrajectoryBatch
+    gae: CreditResult
+    proportional: CreditResult
+    grpo: CreditResult
+    config: CreditConfig
+
+
+def kgr1_example(cfg: CreditConfig = DOC_CONFIG) -> KgExample:
+    run = kgr1_run()
+    batch = run.to_batch(device="cpu")
+    return KgExample(
+        run=run,
+        batch=batch,
+        gae=compute_credit(batch, cfg),
+        proportional=compute_credit(batch, cfg.replace(placement="turn_proportional")),
+        grpo=compute_credit(batch, cfg.replace(estimator="grpo")),
+        config=cfg,
+    )
+
+
+def _np(t) -> np.ndarray:
+    return t.detach().to("cpu").numpy().astype(float)
+
+
+def doc_reward_table(st: StructuredTotal | None = None) -> pd.DataFrame:
+    """The document's reward dict, one row per value: where it goes and what it adds to the total."""
+    st = st or structured_total()
+    n = len(st.turn_rewards)
+    rows = [
+        {"key": f"turn_rewards[{k + 1}]", "value": v, "enters the total as": f"1/{n} of it (mean of {n} turns)",
+         "adds": v / n}
+        for k, v in enumerate(st.turn_rewards)
+    ]  # fmt: skip
+    rows += [{"key": f"global_rewards[{k}]", "value": v, "enters the total as": "all of it", "adds": v}
+             for k, v in st.included.items()]  # fmt: skip
+    rows += [{"key": f"global_rewards[{k}]", "value": v, "enters the total as": "left out (log only)", "adds": 0.0}
+             for k, v in st.excluded.items()]  # fmt: skip
+    rows.append({"key": "total", "value": "", "enters the total as": "mean turn reward + G", "adds": st.total})
+    df = pd.DataFrame(rows)
+    df["value"] = [v if v == "" else f"{v:g}" for v in df["value"]]  # text: the total row has no value of its own
+    return df
+
+
+def token_steps_table(ex: KgExample, i: int = 0) -> pd.DataFrame:
+    """Every token of trajectory ``i`` and every number the pipeline gives it (steps 3, 5 and 6)."""
+    b = ex.batch
+    n = int(_np(b.attention_mask[i]).sum())
+    return pd.DataFrame(
+        {
+            "#": np.arange(n),
+            "turn": _np(b.turn_ids[i, :n]).astype(int) + 1,
+            "role": ex.run.token_roles(i)[:n],
+            "token": ex.run.token_texts(i)[:n],
+            "in loss": _np(ex.gae.loss_mask[i, :n]).astype(int),
+            "final_token_only": _np(ex.gae.token_level_scores[i, :n]),
+            "turn_proportional": _np(ex.proportional.token_level_scores[i, :n]),
+            "GAE return": _np(ex.gae.returns[i, :n]),
+            "GAE A before whitening": _np(ex.gae.extras["advantages_raw"][i, :n]),
+            "GAE A (whitened)": _np(ex.gae.advantages[i, :n]),
+            "GRPO A": _np(ex.grpo.advantages[i, :n]),
+        }
+    )
+
+
+def placement_turn_table(ex: KgExample, i: int = 0) -> pd.DataFrame:
+    """turn_proportional, turn by turn: r_k / n_k on the turn's loss tokens plus G / n on every loss token."""
+    b, res = ex.batch, ex.proportional
+    turn = _np(b.turn_ids[i]).astype(int)
+    loss = _np(res.loss_mask[i]) > 0
+    tok = _np(res.token_level_scores[i])
+    g = float(_np(res.extras["global_reward"])[i])
+    n_all = int(loss.sum())
+    r = _np(res.turn_rewards[i])
+    rows = []
+    for k in range(len(r)):
+        sel = loss & (turn == k)
+        nk = int(sel.sum())
+        rows.append(
+            {
+                "turn": k + 1,
+                "loss tokens n_k": nk,
+                "turn reward r_k": float(r[k]),
+                "r_k / n_k": float(r[k]) / nk if nk else 0.0,
+                "G / n": g / n_all if n_all else 0.0,
+                "each token gets": float(tok[sel][0]) if nk else 0.0,
+                "Σ over the turn": float(tok[sel].sum()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def group_table(ex: KgExample) -> pd.DataFrame:
+    """The example's group: each member's rewards, total, GRPO advantage, and both scores (step 6)."""
+    b = ex.batch
+    names = list(b.global_reward_names)
+    glob = _np(b.global_rewards)
+    n_loss = _np(ex.gae.loss_mask.sum(-1)).astype(int)
+    rows = []
+    for i, tid in enumerate(b.trajectory_ids):
+        row = {"trajectory": tid, "answer": ex.run.trajectories[i].metadata["answer"]}
+        row |= {n: float(glob[i, c]) for c, n in enumerate(names)}
+        row |= {
+            "total (Σ token rewards)": float(_np(ex.gae.scores)[i]),
+            "GRPO A": float(_np(ex.grpo.extras["row_advantage"])[i]),
+            "loss tokens": int(n_loss[i]),
+            "GAE score": float(_np(ex.gae.sample_scores)[i]),
+            "GRPO score": float(_np(ex.grpo.sample_scores)[i]),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def last_action_token(ex: KgExample, i: int = 0) -> tuple[int, str, float]:
+    """(position, text, final_token_only score) of trajectory ``i``'s last loss token."""
+    loss = np.flatnonzero(_np(ex.gae.loss_mask[i]) > 0)
+    p = int(loss[-1])
+    return p, ex.run.token_texts(i)[p], float(_np(ex.gae.token_level_scores[i])[p])
+
+
+def whitening_stats(ex: KgExample) -> tuple[float, float, int]:
+    """(mean, std, tokens) of GAE's raw advantages over the advantage mask of the whole batch: what verl's
+    ``masked_whiten`` divides by (unbiased variance, + 1e-8 inside the square root)."""
+    m = _np(ex.gae.advantage_mask) > 0
+    a = _np(ex.gae.extras["advantages_raw"])[m]
+    return float(a.mean()), float(np.sqrt(a.var(ddof=1) + 1e-8)), int(m.sum())
+
+
+def value_tokens_html(tokens, roles, values, vmax: float, digits: int = 4, labels=None) -> str:
+    """Each token with its value printed under it (projector-sized), coloured on the diverging scale ±``vmax``;
+    tool/info tokens hatched and marked "info". ``labels``: texts printed instead of the values. Every text is
+    escaped. No box height: every token shows."""
+    vals = np.asarray(values, dtype=float)
+    bg, fg = diverging_css(vals, vmax)
+    out = [
+        "<div style='display:flex;flex-wrap:wrap;gap:6px 4px;align-items:flex-start;"
+        f"font-family:{MONO_FAMILY};font-size:1.15rem'>"
+    ]
+    labels = list(labels) if labels is not None else [None] * len(vals)
+    for tok, role, v, b, f, lab in zip(tokens, roles, vals, bg, fg, labels, strict=True):
+        info = role != "model"
+        hatch = (
+            "background-image:repeating-linear-gradient(135deg,rgba(60,60,60,0.22) 0 2px,transparent 2px 6px);"
+            "outline:1px dashed #757575;outline-offset:-1px;"
+            if info
+            else ""
+        )
+        num = lab if lab is not None else ("0" if abs(v) < 0.5 * 10**-digits else f"{v:+.{digits}g}")
+        out.append(
+            "<div style='display:inline-flex;flex-direction:column;align-items:center'>"
+            f"<span style='background-color:{b};color:{f};{hatch}border-radius:3px;padding:1px 4px;"
+            f"white-space:pre'>{escape(tok)}</span>"
+            f"<span style='font-size:0.85rem;color:#37474f'>{escape(num)}{' info' if info else ''}</span></div>"
+        )
+    out.append("</div>")
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------------------------ seed 001
+RLLM_GAMMA = 0.95
+DOC_RLLM_REWARDS = (1.0, 0.0)  # rollout 1 answers "4" (correct), rollout 2 answers "5"
+DOC_RLLM_TRAJ_ADV = (0.5, -0.5)  # trajectory-level, and broadcast to each of the 3 steps
+DOC_RLLM_MC = ((0.9025, 0.95, 1.0), (0.0, 0.0, 0.0))  # steps 1, 2, 3 (the document lists 3, 2, 1)
+
+
+# Short headers for the projector (the table keeps its full column names): column → (header, help).
+RLLM_LABELS = {
+    "outcome reward (document)": ("R (doc)", "The rollout's outcome reward as the document writes it"),
+    "step reward": ("rₖ", "The step's own reward in the sample (the outcome arrives on the last step)"),
+    "A trajectory/broadcast (document, no std)": ("A (doc)", "The document's trajectory advantage, ±0.5"),
+    "A · trajectory": ("A traj.", "Engine, trajectory mode: mean advantage on the step's loss tokens"),
+    "A · broadcast": ("A bcast", "Engine, broadcast mode: the last step's advantage copied to this step"),
+    "MC return (document)": ("Gₖ (doc)", "The document's per-step Monte-Carlo return (γ = 0.95)"),
+    "MC return G_k": ("Gₖ", "Engine: Gₖ = rₖ + γ·Gₖ₊₁, γ = 0.95"),
+    "A · per-step": ("A per-step", "Engine, per-step mode: Gₖ − mean of the k-th steps' returns (÷ std if on)"),
+}
+
+
+def mc_returns(step_rewards, gamma: float = RLLM_GAMMA) -> list[float]:
+    """G_k = r_k + γ G_{k+1}, from the last step back (rLLM's compute_mc_return), in plain Python."""
+    out, g = [], 0.0
+    for r in reversed(list(step_rewards)):
+        g = float(r) + gamma * g
+        out.append(g)
+    return out[::-1]
+
+
+def rllm_doc_table(steps: pd.DataFrame, norm_by_std: bool) -> pd.DataFrame:
+    """``analysis.step_table``'s rows for the two rollouts with the document's own numbers beside the
+    engine's: outcome reward, trajectory/broadcast advantage (±0.5, written without std division) and the
+    per-step MC return. The engine's columns keep their names (A · trajectory, A · broadcast, MC return G_k,
+    A · per-step)."""
+    df = steps.copy()
+    rollouts = list(dict.fromkeys(df["rollout"]))
+    r_idx = df["rollout"].map({r: j for j, r in enumerate(rollouts)}).to_numpy()
+    k_idx = df["step"].to_numpy() - 1
+    doc_ok = (r_idx < 2) & (k_idx < 3)
+    out = pd.DataFrame({"rollout": df["rollout"], "step": df["step"]})
+    cells = list(zip(r_idx, k_idx, doc_ok, strict=True))
+    out["outcome reward (document)"] = [DOC_RLLM_REWARDS[r] if ok else np.nan for r, _, ok in cells]
+    out["step reward"] = df["step reward"]
+    out["A trajectory/broadcast (document, no std)"] = [DOC_RLLM_TRAJ_ADV[r] if ok else np.nan for r, _, ok in cells]
+    for c in ("A · trajectory", "A · broadcast"):
+        if c in df:
+            out[c] = df[c]
+    out["MC return (document)"] = [DOC_RLLM_MC[r][k] if ok else np.nan for r, k, ok in cells]
+    for c in ("MC return G_k", "A · per-step"):
+        if c in df:
+            out[c] = df[c]
+    eng = [c for c in ("A · trajectory", "A · broadcast") if c in out]
+    same_adv = all(np.allclose(out[c][doc_ok], out["A trajectory/broadcast (document, no std)"][doc_ok], atol=1e-5)
+                   for c in eng)  # fmt: skip
+    same_mc = "MC return G_k" not in out or np.allclose(
+        out["MC return G_k"][doc_ok], out["MC return (document)"][doc_ok], atol=1e-6
+    )
+    out.attrs["labels"] = RLLM_LABELS
+    out.attrs["matches_advantages"] = bool(same_adv and doc_ok.all())
+    out.attrs["matches_returns"] = bool(same_mc and doc_ok.all())
+    out.attrs["norm_by_std"] = norm_by_std
+    return out
