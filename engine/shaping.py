@@ -111,6 +111,23 @@ def turn_last_positions(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> t
     return torch.full((B, K), -1, dtype=torch.long, device=mask.device).scatter_reduce_(1, idx, pos, "amax")
 
 
+def describe_score(placement: str, turn_score_reduce: str, has_turns: bool, has_global: bool, kl: bool) -> str:
+    """How a trajectory's score (Σ_t of its token rewards, what outcome estimators see) is made from its rewards
+    under ``placement``, in words: shown next to every score, so a mean and a sum are never confused."""
+    if placement == "as_given":
+        parts = ["Σ of the run's token scores"]
+    else:
+        parts = []
+        if has_turns:
+            spread = placement in ("turn_proportional", "turn_final_token")
+            parts.append("Σ of turn rewards" if spread or turn_score_reduce == "sum" else "mean of turn rewards")
+        if has_global:
+            parts.append("global reward")
+        parts = parts or ["0 (no rewards)"]
+    text = " + ".join(parts)
+    return text + " − β·KL" if kl else text
+
+
 def place_rewards(
     batch: TrajectoryBatch,
     placement: str,

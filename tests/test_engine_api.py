@@ -439,3 +439,14 @@ def test_bench_quick_smoke(capsys):
         assert row in out
     for est in ESTIMATORS:
         assert f"compute_credit[{est}]" in out
+
+
+def test_describe_score_names_the_reduction() -> None:
+    """The words shown next to every score: a mean of turn rewards (KG-R1, verl) is never called a sum (rLLM)."""
+    from engine.shaping import describe_score
+
+    assert describe_score("final_token_only", "mean", True, True, False) == "mean of turn rewards + global reward"
+    assert describe_score("final_token_only", "sum", True, False, False) == "Σ of turn rewards"
+    assert describe_score("turn_proportional", "mean", True, True, True) == "Σ of turn rewards + global reward − β·KL"
+    assert describe_score("as_given", "mean", False, False, False) == "Σ of the run's token scores"
+    assert describe_score("uniform", "mean", False, True, False) == "global reward"
