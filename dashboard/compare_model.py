@@ -239,3 +239,27 @@ def grid_legend_html(vmax: float) -> str:
         f"<td class='cl-out' style='min-width:3em'>&nbsp;</td></tr></table> not in the loss (no gradient)"
         " · dark rule: a new turn · italic grey: tool / info tokens</div>"
     )
+
+
+def step_table_html(df: pd.DataFrame, selected: str) -> str:
+    """The step table as an HTML table (readable on a projector, copyable): numbers to 4 significant digits,
+    the selected rollout's rows bold; every cell escaped."""
+    head = "".join(f"<th>{escape(c)}</th>" for c in df.columns)
+    body = []
+    for row in df.itertuples(index=False):
+        cells = []
+        for v in row:
+            if isinstance(v, int | float | np.number) and not isinstance(v, bool):
+                text = f"{float(v):.4g}"
+                cells.append(f"<td class='cl-num'>{'0' if text == '-0' else text}</td>")
+            else:
+                cells.append(f"<td>{escape(v)}</td>")
+        bold = " style='font-weight:700'" if row[0] == selected else ""
+        body.append(f"<tr{bold}>{''.join(cells)}</tr>")
+    return (
+        f"<style>table.cl-steps {{ border-collapse: collapse; font-family: {FONT_FAMILY}; font-size: 15px; }}"
+        " table.cl-steps th { text-align: left; font-weight: 600; padding: 5px 10px; border-bottom: 2px solid #90a4ae;"
+        " white-space: nowrap; } table.cl-steps td { padding: 4px 10px; border-bottom: 1px solid #eceff1; }"
+        f" table.cl-steps td.cl-num {{ text-align: right; font-family: {MONO_FAMILY}; }}</style>"
+        f"<div style='overflow-x:auto'><table class='cl-steps'><tr>{head}</tr>{''.join(body)}</table></div>"
+    )

@@ -110,4 +110,6 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
     fig.update_xaxes(showticklabels=False, row=1, col=1)
     base_layout(fig, height=height or (130 + 44 * max(len(rows), 1)))
     fig.update_layout(plot_bgcolor=OUT_OF_LOSS)  # shows only through the grey (NaN) credit cells
+    fig.update_xaxes(showgrid=False)
+    fig.update_yaxes(showgrid=False)
     return fig

@@ -153,8 +153,8 @@ if n_turns >= 2:
             f"{schemes.words(base)}, computed by the engine under each rLLM mode; a step is a turn. "
             "A = mean advantage on the step's loss tokens. Columns in brackets: the other std convention."
         )
-        st.dataframe(frame, hide_index=True, width="stretch")
         me = batch.trajectory_ids[ctx.traj]
+        st.html(compare_model.step_table_html(frame, me))
         sentence = compare_model.step_sentence(frame, me, base.stepwise_gamma)
         st.html(f"<div style='font-family:{FONT_FAMILY};font-size:1.05rem;line-height:1.5'>{escape(sentence)}</div>")
         if len(rows) > len(shown_rows):
