@@ -105,10 +105,18 @@ def step_configs(cfg: CreditConfig) -> dict[str, CreditConfig]:
     return out
 
 
-def step_frame(table: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+def step_frame(
+    table: pd.DataFrame, names: Sequence[str], ids: Sequence[str] | None = None, step_rewards: np.ndarray | None = None
+) -> pd.DataFrame:
     """``analysis.step_table``'s frame with readable advantage columns, and the second std convention's columns
-    dropped when they equal the first's (the estimator does not divide by a std)."""
+    dropped when they equal the first's (the estimator does not divide by a std). ``step_rewards`` ([B, K], the
+    per-step result's ``extras["step_rewards"]``, rows named by ``ids``): the step reward column shows the rewards
+    the engine placed on each step's tokens, which per-step discounts (under final-token placement the whole
+    score sits on the last step), instead of the weighted turn reward."""
     df = table.rename(columns={f"A · {n}": f"A {n}" for n in names})
+    if step_rewards is not None and ids is not None and len(df):
+        row = {t: j for j, t in enumerate(ids)}
+        df["step reward"] = [float(step_rewards[row[r], k - 1]) for r, k in zip(df["rollout"], df["step"], strict=True)]
     flipped = [n for n in names if "(" in n]
     plain = [n for n in names if "(" not in n]
     if flipped and all(

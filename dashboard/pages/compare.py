@@ -148,10 +148,17 @@ if n_turns >= 2:
     shown_rows = rows[: compare_model.STEP_ROLLOUTS]
     if {"trajectory", "broadcast", "per-step"} <= set(step_results):
         base = step_cfgs["trajectory"]
-        frame = compare_model.step_frame(analysis.step_table(batch, step_results, shown_rows), list(step_results))
+        placed = step_results["per-step"].extras.get("step_rewards")
+        frame = compare_model.step_frame(
+            analysis.step_table(batch, step_results, shown_rows),
+            list(step_results),
+            batch.trajectory_ids,
+            None if placed is None else placed.cpu().numpy(),
+        )
         st.caption(
             f"{schemes.words(base)}, computed by the engine under each rLLM mode; a step is a turn. "
-            "A = mean advantage on the step's loss tokens. Columns in brackets: the other std convention."
+            "Step reward = the rewards placed on the step's tokens (what per-step discounts); A = mean advantage on "
+            "the step's loss tokens. Columns in brackets: the other std convention."
         )
         me = batch.trajectory_ids[ctx.traj]
         st.html(compare_model.step_table_html(frame, me))
