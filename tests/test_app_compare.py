@@ -231,3 +231,19 @@ def test_six_schemes_keep_the_difference_view_readable() -> None:
     assert diff["layout"]["height"] >= 110 + 52 * 5
     assert any("Showing the first 6 of 7 schemes." in c.value for c in at.caption)
     assert "GAE (critic)" in _html(at) and "Dr.GRPO (no std)" not in _html(at)  # the 7th is left out
+
+
+def test_step_rewards_are_what_per_step_discounts(kgqa) -> None:
+    """KG-R1-style run, final-token placement: the whole score sits on the last step, so G_k follows from the
+    step reward column (0 / 0 / 0.825 → 0.7446 / 0.7838 / 0.825), not from the weighted turn rewards (0.25 each)."""
+    run, batch, i = kgqa
+    cfgs = compare_model.step_configs(CreditConfig(estimator="gae"))
+    results = {k: compute_credit(batch, c, device="cpu") for k, c in cfgs.items()}
+    table = analysis.step_table(batch, results, np.array([i]))
+    assert table["step reward"].tolist() == pytest.approx([0.25, 0.25, 0.25])  # the turn rewards
+    placed = results["per-step"].extras["step_rewards"].numpy()
+    frame = compare_model.step_frame(table, list(results), batch.trajectory_ids, placed)
+    assert frame["step reward"].tolist() == pytest.approx([0.0, 0.0, 0.825])
+    assert frame["MC return G_k"].tolist() == pytest.approx([0.825 * 0.95**2, 0.825 * 0.95, 0.825])
+    assert frame["A broadcast"].tolist() == pytest.approx([0.7548] * 3, abs=1e-4)
+    assert frame["A per-step"].tolist() == pytest.approx([0.7341, 0.7341, 0.7455], abs=1e-4)
