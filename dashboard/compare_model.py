@@ -160,7 +160,7 @@ GRID_CSS = f"""
   max-width: 100%; }}
 table.cl-grid {{ border-collapse: separate; border-spacing: 0; font-family: {MONO_FAMILY}; font-size: 15px; }}
 table.cl-grid th.cl-lab {{ position: sticky; left: 0; z-index: 2; background: #ffffff; text-align: left;
-  font-family: {FONT_FAMILY}; font-size: 14px; font-weight: 600; min-width: 210px; max-width: 260px;
+  font-family: {FONT_FAMILY}; font-size: 14px; font-weight: 600; min-width: 240px; max-width: 300px;
   white-space: normal; overflow-wrap: normal; word-break: normal; padding: 4px 10px;
   border-right: 2px solid #90a4ae; border-bottom: 1px solid #eceff1; }}
 table.cl-grid td {{ white-space: pre; padding: 3px 5px; text-align: center; min-width: 2.2em;

@@ -22,7 +22,8 @@ widgets.heading(
     "Compare schemes",
     ctx.info.trajectory_ids[ctx.traj],
     "The same trajectory and its group under each scheme. Default: the sidebar's scheme under rLLM's three modes "
-    "(trajectory, broadcast, per-step), plus GAE when the run has critic values — one change at a time.",
+    "(trajectory, broadcast, per-step), plus GAE when the run has critic values or the sidebar runs GAE — one "
+    "change at a time.",
     note=ctx.note,
 )
 
@@ -74,7 +75,7 @@ adv = analysis.scheme_advantages(batch, results, ctx.traj)
 in_loss = analysis.scheme_loss_masks(batch, results, ctx.traj)
 n_tok = adv.shape[1]
 
-c1, c2 = st.columns([3, 2])
+c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
 if ss[K.CMP_REF] >= len(runs):
     ss[K.CMP_REF] = 0
 ref = c1.selectbox(
