@@ -229,3 +229,18 @@ def step_table(batch: TrajectoryBatch, results: dict[str, CreditResult], rows: n
                 row[f"A · {name}"] = float(np_(r.turn_advantage[i])[k]) / tok
             out.append(row)
     return pd.DataFrame(out)
+
+
+# ---------------------------------------------------------------------------------------------- loss masks (compare)
+def scheme_loss_masks(batch: TrajectoryBatch, results: Sequence[CreditResult], i: int) -> np.ndarray:
+    """Which of trajectory ``i``'s real tokens enter each scheme's loss (the result's loss mask). [S, n] bool"""
+    n = int(lengths(batch)[i])
+    return np.stack([np_(r.loss_mask[i, :n]) > 0 for r in results]) if results else np.zeros((0, n), bool)
+
+
+def group_loss_matrix(batch: TrajectoryBatch, result: CreditResult, rows: np.ndarray) -> np.ndarray:
+    """Loss mask of ``rows`` on their real tokens, False past each row's end (the shape of
+    ``group_advantage_matrix``). [len(rows), max length] bool"""
+    n = lengths(batch)[rows]
+    T = int(n.max()) if len(n) else 0
+    return np_(result.loss_mask[rows, :T]) > 0

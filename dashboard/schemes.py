@@ -7,6 +7,8 @@ with ``~``. Conventions a profile fills (std ddof, hole handling, …) are not e
 
 from __future__ import annotations
 
+import dataclasses
+
 from engine.config import CreditConfig
 
 # CreditConfig field → short key in a code. These are the fields the sidebar and the compare page set.
@@ -33,17 +35,21 @@ SEPARATOR = "~"
 PRESETS: dict[str, str] = {
     "gae": "GAE (critic)",
     "grpo": "GRPO",
-    "grpo,p:rllm,sm:broadcast": "rLLM broadcast",
-    "grpo,p:rllm,sm:per_step": "rLLM per-step",
+    "grpo,p:rllm,sm:broadcast": "GRPO · rLLM profile · rLLM broadcast",
+    "grpo,p:rllm,sm:per_step": "GRPO · rLLM profile · rLLM per-step",
     "grpo,ns:0": "Dr.GRPO (no std)",
     "rloo": "RLOO",
     "reinforce_plus_plus": "REINFORCE++",
     "grpo_multiturn,p:kg-r1": "KG-R1 multi-turn GRPO",
     "gae,p:kg-r1": "GAE, KG-R1 (old verl)",
     "gae,kl:1,b:0.05": "GAE + in-reward KL",
-    "grpo,p:rllm": "GRPO, rLLM (pop. std)",
+    "grpo,p:rllm": "GRPO · rLLM profile (pop. std)",
 }
-DEFAULT_COMPARE = ("gae", "grpo", "grpo,p:rllm,sm:broadcast", "grpo,p:rllm,sm:per_step")
+# "auto": the sidebar's scheme varied one thing at a time (``dashboard.compare_model.auto_codes``), so that the
+# default comparison follows the sidebar's profile and std convention. Travels in the URL as ``schemes=auto``.
+AUTO = "auto"
+AUTO_LABEL = "Sidebar scheme, one change at a time"
+DEFAULT_COMPARE = (AUTO,)
 _DEFAULT = CreditConfig()
 
 
@@ -101,10 +107,184 @@ def decode_many(text: str) -> list[str]:
     """Codes from a joined string; each one checked (invalid ones raise ``ValueError``)."""
     codes = [c for c in text.split(SEPARATOR) if c]
     for c in codes:
-        decode(c)
+        if c != AUTO:
+            decode(c)
     return codes
 
 
 def label(code: str) -> str:
-    """A preset's name, or the code made readable (``grpo · p:rllm``)."""
-    return PRESETS.get(code, code.replace(",", " · "))
+    """A preset's name, or the code in words (``GRPO · rLLM profile · no std · rLLM per-step``)."""
+    if code == AUTO:
+        return AUTO_LABEL
+    if code in PRESETS:
+        return PRESETS[code]
+    try:
+        return words(decode(code))
+    except ValueError:
+        return code.replace(",", " · ")
+
+
+# ------------------------------------------------------------------------------------------------ words
+ESTIMATOR_WORDS = {
+    "gae": "GAE",
+    "grpo": "GRPO",
+    "grpo_vectorized": "GRPO (vectorized)",
+    "rloo": "RLOO",
+    "rloo_vectorized": "RLOO (vectorized)",
+    "reinforce_plus_plus": "REINFORCE++",
+    "reinforce_plus_plus_baseline": "REINFORCE++ baseline",
+    "grpo_multiturn": "KG-R1 multi-turn GRPO",
+    "grpo_uniform": "KG-R1 uniform GRPO",
+}
+PROFILE_WORDS = {
+    "verl": "verl profile",
+    "verl-legacy": "legacy verl profile",
+    "search-r1": "Search-R1 profile",
+    "kg-r1": "KG-R1 profile",
+    "rllm": "rLLM profile",
+    "rllm-workflow": "rLLM workflow profile",
+    "rllm-legacy": "rLLM legacy profile",
+}
+MODE_WORDS = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per-step"}
+VALUE_WORDS = {
+    None: "critic",
+    "critic": "critic",
+    "zeros": "values = zeros, no critic",
+    "group_mean": "values = group mean, no critic",
+}
+_VALUE_ESTIMATORS = ("gae",)
+
+
+def estimator_words(cfg: CreditConfig) -> str:
+    """The estimator in words, with what a value-based one really used: "GAE (critic)", "GAE (values = zeros, no
+    critic)"."""
+    from engine.registry import ESTIMATORS
+
+    est = cfg.estimator
+    name = ESTIMATOR_WORDS.get(est) or ESTIMATORS[est].label
+    if est in _VALUE_ESTIMATORS or "values" in ESTIMATORS[est].requires:
+        name += f" ({VALUE_WORDS.get(cfg.value_source, cfg.value_source)})"
+    return name
+
+
+def _piece(field: str, v) -> str:
+    """One sidebar field's value in words (for labels)."""
+    return {
+        "profile": lambda: PROFILE_WORDS.get(v, f"{v} profile"),
+        "placement": lambda: f"placement {v}",
+        "use_kl_in_reward": lambda: "in-reward KL" if v else "no in-reward KL",
+        "kl_penalty": lambda: f"KL estimator {v}",
+        "kl_coef": lambda: f"β = {v:g}",
+        "gamma": lambda: f"γ = {v:g}",
+        "lam": lambda: f"λ = {v:g}",
+        "norm_adv_by_std_in_grpo": lambda: "÷ group std" if v else "no std",
+        "stepwise_mode": lambda: f"rLLM {MODE_WORDS.get(v, v)}",
+        "stepwise_gamma": lambda: f"step γ = {v:g}",
+        "normalize_by_steps": lambda: "÷ steps" if v else "not ÷ steps",
+        "state_masking": lambda: "tool tokens masked" if v else "tool tokens trained (no state masking)",
+        "loss_agg_mode": lambda: f"loss {v}",
+        "rejection_sample": lambda: "rejection sampling" if v else "no rejection sampling",
+    }.get(field, lambda: f"{field} = {v}")()
+
+
+def words(cfg: CreditConfig) -> str:
+    """A scheme in words: the estimator (and its values), then each sidebar field that differs from the default
+    scheme, e.g. ``GRPO · rLLM profile · no std · rLLM per-step``."""
+    parts = [estimator_words(cfg)]
+    for field in SHORT:
+        if field == "value_source":
+            continue  # said with the estimator, where it matters
+        v = getattr(cfg, field)
+        if field == "kl_penalty" and not cfg.use_kl_in_reward or field == "kl_coef" and not cfg.use_kl_in_reward:
+            continue
+        if v != getattr(_DEFAULT, field):
+            parts.append(_piece(field, v))
+    return " · ".join(parts)
+
+
+# Effective (profile-filled) conventions in words, for ``differences``.
+CONVENTION_WORDS = {
+    "std_ddof": ("std", {0: "population (ddof 0)", 1: "unbiased (ddof 1)"}),
+    "turn_score_reduce": ("trajectory reward", {"sum": "Σ step rewards", "mean": "mean turn reward"}),
+    "broadcast_reward": ("broadcast scores the last step with", {}),
+    "broadcast_read": ("broadcast reads", {"mean": "mean over the last step", "first": "its first token"}),
+    "broadcast_group_key": ("broadcast groups by", {}),
+    "advantage_mask": ("advantage mask", {}),
+    "gae_skip_holes": ("GAE skips holes", {True: "yes", False: "no"}),
+    "gae_value_mask": ("GAE value mask", {}),
+    "rfpp_baseline_scope": ("RF++ baseline scope", {}),
+    "reinforce_hole_mode": ("REINFORCE++ at holes", {}),
+    "grpo_var_floor": ("GRPO variance floor", {}),
+}
+FIELD_WORDS = {
+    "estimator": "estimator",
+    "profile": "profile",
+    "stepwise_mode": "rLLM mode",
+    "norm_adv_by_std_in_grpo": "std normalisation",
+    "stepwise_gamma": "step γ",
+    "placement": "placement",
+    "use_kl_in_reward": "in-reward KL",
+    "kl_coef": "β",
+    "kl_penalty": "KL estimator",
+    "gamma": "γ",
+    "lam": "λ",
+    "normalize_by_steps": "÷ steps",
+    "state_masking": "state masking",
+    "loss_agg_mode": "loss aggregation",
+    "rejection_sample": "rejection sampling",
+}
+
+
+def _val(field: str, v) -> str:
+    if field == "stepwise_mode":
+        return MODE_WORDS.get(v, str(v))
+    if field == "norm_adv_by_std_in_grpo":
+        return "on" if v else "off"
+    if field == "profile":
+        return PROFILE_WORDS.get(v, str(v)).removesuffix(" profile")
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def differences(a: CreditConfig, b: CreditConfig) -> str:
+    """What differs from scheme ``a`` to scheme ``b``, in words, on their effective fields (profile conventions
+    filled): "rLLM mode: broadcast → per-step"; "same scheme" when nothing does. A profile change names the
+    conventions it changes in brackets."""
+    if a == b:
+        return "same scheme"
+    parts = []
+    if a.estimator != b.estimator or (a.estimator in _VALUE_ESTIMATORS and a.value_source != b.value_source):
+        parts.append(f"estimator: {estimator_words(a)} → {estimator_words(b)}")
+    for field, name in FIELD_WORDS.items():
+        if field == "estimator":
+            continue
+        va, vb = getattr(a, field), getattr(b, field)
+        if va == vb:
+            continue
+        if field in ("kl_coef", "kl_penalty") and not (a.use_kl_in_reward or b.use_kl_in_reward):
+            continue
+        text = f"{name}: {_val(field, va)} → {_val(field, vb)}"
+        if field == "profile":
+            conv = [
+                f"{cname} {cvals.get(getattr(a, f), getattr(a, f))} → {cvals.get(getattr(b, f), getattr(b, f))}"
+                for f, (cname, cvals) in CONVENTION_WORDS.items()
+                if getattr(a, f) != getattr(b, f)
+            ]
+            if conv:
+                text += f" ({'; '.join(conv)})"
+        parts.append(text)
+    rest = sorted(
+        f.name
+        for f in dataclasses.fields(CreditConfig)
+        if f.compare
+        and f.name not in FIELD_WORDS
+        and (f.name not in CONVENTION_WORDS or a.profile == b.profile)
+        and f.name != "value_source"
+        and getattr(a, f.name) != getattr(b, f.name)
+    )
+    if rest:
+        parts.append("also " + ", ".join(rest))
+    return "; ".join(parts) if parts else "same scheme"

@@ -50,6 +50,8 @@ class K:
     CMP_NEW_PROFILE = "compare.new.profile"
     CMP_NEW_PLACEMENT = "compare.new.placement"
     CMP_NEW_MODE = "compare.new.mode"
+    CMP_LOSS_ONLY = "compare.loss_only"  # charts and differences on loss tokens only
+    CMP_GRID_START = "compare.grid_start"  # first token of the aligned grid's window
     # designer (every control's key starts with DS_PREFIX, so "reset" can drop them all; no button keys here)
     DS_PREFIX = "designer.ctl."
     DS_WEIGHT_PREFIX = "designer.ctl.w."
@@ -104,6 +106,8 @@ DEFAULTS: dict = {
     K.CMP_NEW_PROFILE: "verl",
     K.CMP_NEW_PLACEMENT: "auto",
     K.CMP_NEW_MODE: "trajectory",
+    K.CMP_LOSS_ONLY: True,
+    K.CMP_GRID_START: 0,
     K.AN_ESTIMATORS: ["grpo", "rloo", "gae", "reinforce_plus_plus"],
     K.LEARN_NORM_STD: False,
     K.HIGHLIGHT: None,

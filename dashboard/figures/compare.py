@@ -12,20 +12,59 @@ from dashboard.theme import DIVERGING, SCHEME_COLORS, base_layout, symmetric_ran
 from dashboard.tokens_html import escape
 
 WEBGL_FROM = 3000  # points per trace above which lines use WebGL
+OUT_OF_LOSS = "#cfd4d9"  # cells of tokens outside the loss (no gradient flows there)
+OUT_OF_LOSS_SPAN = "rgba(120,130,140,0.13)"  # line charts: positions no scheme trains
+MAX_SPANS = 120  # shaded spans per line chart (beyond that: gaps only)
+DIFF_FLOOR = 0.01  # the difference view's colour range is at least this share of the advantages' range
+LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0)
+
+
+def _grey_layer(fig: go.Figure, x: np.ndarray, y: Sequence[str], out: np.ndarray, raw: np.ndarray, toks) -> None:
+    """A flat grey heatmap under the value heatmap, on the cells of ``out`` (tokens outside the loss), whose hover
+    names the value the estimator computed there and says that no gradient uses it."""
+    fig.add_trace(
+        go.Heatmap(
+            z=np.where(out, 1.0, np.nan),
+            x=x,
+            y=list(y),
+            zmin=0,
+            zmax=1,
+            colorscale=[[0, OUT_OF_LOSS], [1, OUT_OF_LOSS]],
+            showscale=False,
+            customdata=raw,
+            text=np.broadcast_to(toks, out.shape),
+            hovertemplate="#%{x} %{y}<br>not in the loss: no gradient<br>(computed %{customdata:+.4g})"
+            "<br>token: %{text}<extra></extra>",
+        )
+    )
 
 
 def make_scheme_rows_figure(
-    labels: Sequence[str], adv: np.ndarray, tokens: Sequence[str], turns: np.ndarray, height: int | None = None
+    labels: Sequence[str],
+    adv: np.ndarray,
+    tokens: Sequence[str],
+    turns: np.ndarray,
+    height: int | None = None,
+    loss: np.ndarray | None = None,
 ) -> go.Figure:
     """One row per scheme, one column per token, coloured by advantage on one shared ±range (so the rows are
-    comparable). adv: [S, n]."""
+    comparable). adv: [S, n]. ``loss`` ([S, n] bool): tokens outside a scheme's loss are drawn grey, not
+    coloured, and left out of the range."""
     labels = [escape(x) for x in labels]
-    vmax = symmetric_range(adv)
     toks = hover_tokens(tokens)
-    fig = go.Figure(
+    x = np.arange(adv.shape[1])
+    fig = go.Figure()
+    z = adv
+    if loss is not None:
+        out = ~loss.astype(bool) & np.isfinite(adv)
+        z = np.where(out, np.nan, adv)
+        if out.any():
+            _grey_layer(fig, x, labels, out, adv, toks)
+    vmax = symmetric_range(z)
+    fig.add_trace(
         go.Heatmap(
-            z=adv,
-            x=np.arange(adv.shape[1]),
+            z=z,
+            x=x,
             y=list(labels),
             zmid=0,
             zmin=-vmax,
@@ -39,34 +78,54 @@ def make_scheme_rows_figure(
     for s in turn_starts(turns):
         fig.add_vline(x=float(s) - 0.5, line=dict(color="#37474f", width=1, dash="dot"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="token position")
+    fig.update_xaxes(title_text="token position" + (" · grey: not in the loss" if loss is not None else ""))
     return base_layout(fig, height=height or (90 + 48 * len(labels)))
 
 
-def make_advantage_lines_figure(labels: Sequence[str], adv: np.ndarray, turns: np.ndarray) -> go.Figure:
-    """Advantage by token position, one line per scheme; dotted lines at turn boundaries."""
+def spans(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) runs of True in a 1-D mask."""
+    m = np.r_[False, np.asarray(mask, bool), False].astype(np.int8)
+    d = np.diff(m)
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist(), strict=True))
+
+
+def make_advantage_lines_figure(
+    labels: Sequence[str], adv: np.ndarray, turns: np.ndarray, loss: np.ndarray | None = None
+) -> go.Figure:
+    """Advantage by token position, one line per scheme; dotted lines at turn boundaries. ``loss`` ([S, n]
+    bool): each line has a gap where its scheme does not train, and positions no scheme trains are shaded grey."""
     labels = [escape(x) for x in labels]
     fig = go.Figure()
     n = adv.shape[1]
     trace = go.Scattergl if n > WEBGL_FROM else go.Scatter
     x = np.arange(n)
     for s, name in enumerate(labels):
+        y = adv[s] if loss is None else np.where(loss[s], adv[s], np.nan)
         fig.add_trace(
             trace(
                 x=x,
-                y=adv[s],
+                y=y,
                 mode="lines",
                 name=name,
+                connectgaps=False,
                 line=dict(color=SCHEME_COLORS[s % 8], width=2),
                 hovertemplate=f"{name}<br>#%{{x}}: %{{y:+.4g}}<extra></extra>",
             )
         )
+    if loss is not None:
+        runs = spans(~loss.astype(bool).any(0))
+        for a, b in runs if len(runs) <= MAX_SPANS else []:
+            fig.add_vrect(x0=a - 0.5, x1=b - 0.5, fillcolor=OUT_OF_LOSS_SPAN, line_width=0, layer="below")
     for s in turn_starts(turns):
         fig.add_vline(x=float(s) - 0.5, line=dict(color="#90a4ae", width=1, dash="dot"))
     fig.add_hline(y=0, line=dict(color="#455a64", width=1))
-    fig.update_xaxes(title_text="token position")
+    fig.update_xaxes(
+        title_text="token position" + (" · grey bands and gaps: not in the loss" if loss is not None else "")
+    )
     fig.update_yaxes(title_text="advantage")
-    return base_layout(fig, height=340)
+    base_layout(fig, height=360 + 22 * max(0, len(labels) - 3))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(b=40))
+    return fig
 
 
 def make_turn_credit_figure(labels: Sequence[str], credit: np.ndarray, ylabel: str) -> go.Figure:
@@ -85,33 +144,66 @@ def make_turn_credit_figure(labels: Sequence[str], credit: np.ndarray, ylabel: s
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text=ylabel)
     fig.add_hline(y=0, line=dict(color="#455a64", width=1))
-    return base_layout(fig, height=320)
+    base_layout(fig, height=340 + 22 * max(0, len(labels) - 3))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(b=40))
+    return fig
 
 
-def make_difference_figure(labels: Sequence[str], adv: np.ndarray, ref: int, tokens: Sequence[str]) -> go.Figure:
-    """Heatmap of advantage(scheme) − advantage(reference) per token, for every other scheme."""
-    labels = [escape(x) for x in labels]
-    others = [s for s in range(len(labels)) if s != ref]
+def difference_matrix(
+    adv: np.ndarray, ref: int, loss: np.ndarray | None = None
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """(other schemes, Δ = advantage(scheme) − advantage(reference) [S−1, n], the cells it counts [S−1, n]).
+    With ``loss`` a cell counts only where both schemes train the token; elsewhere Δ is NaN."""
+    others = [s for s in range(adv.shape[0]) if s != ref]
     diff = adv[others] - adv[ref][None, :] if others else np.zeros((0, adv.shape[1]))
-    vmax = symmetric_range(diff)
+    valid = np.ones(diff.shape, bool) if loss is None else loss[others].astype(bool) & loss[ref].astype(bool)[None]
+    return others, np.where(valid, diff, np.nan), valid
+
+
+def make_difference_figure(
+    labels: Sequence[str],
+    adv: np.ndarray,
+    ref: int,
+    tokens: Sequence[str],
+    loss: np.ndarray | None = None,
+    notes: Sequence[str] | None = None,
+) -> go.Figure:
+    """Heatmap of advantage(scheme) − advantage(reference) per token, one row per other scheme, full width and
+    48 px a row. ``loss`` ([S, n] bool): Δ only on tokens both schemes train; other cells grey. ``notes``: per
+    scheme, what differs from the reference (shown in the hover)."""
+    labels = [escape(x) for x in labels]
+    others, diff, valid = difference_matrix(adv, ref, loss)
+    raw = adv[others] - adv[ref][None, :] if others else diff
+    # floor: float noise (1e-7 between two ways to the same ±1) must not fill the scale; 1% of the advantages' range
+    scale = adv[loss.astype(bool)] if loss is not None and loss.any() else adv
+    vmax = max(symmetric_range(diff), DIFF_FLOOR * symmetric_range(scale))
     toks = hover_tokens(tokens)
-    fig = go.Figure(
+    x = np.arange(adv.shape[1])
+    y = [f"{labels[s]} − ref." for s in others]
+    fig = go.Figure()
+    if loss is not None and (~valid).any():
+        _grey_layer(fig, x, y, ~valid, raw, toks)
+    note = np.array([escape(notes[s]) if notes else "" for s in others], dtype=object)[:, None]
+    fig.add_trace(
         go.Heatmap(
             z=diff,
-            x=np.arange(adv.shape[1]),
-            y=[f"{labels[s]} − {labels[ref]}" for s in others],
+            x=x,
+            y=y,
             zmid=0,
             zmin=-vmax,
             zmax=vmax,
             colorscale=DIVERGING,
             text=np.broadcast_to(toks, diff.shape),
-            hovertemplate="#%{x} %{y}<br>Δ %{z:+.4g}<br>token: %{text}<extra></extra>",
+            customdata=np.broadcast_to(note, diff.shape),
+            hovertemplate="#%{x} %{y}<br>Δ %{z:+.4g}<br>token: %{text}<br>%{customdata}<extra></extra>",
             colorbar=dict(title=dict(text="Δ advantage", side="right")),
         )
     )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="token position")
-    return base_layout(fig, height=90 + 48 * max(len(others), 1))
+    fig.update_xaxes(title_text="token position" + (" · grey: not in both schemes' loss" if loss is not None else ""))
+    return base_layout(
+        fig, height=110 + 52 * max(len(others), 1), title=f"Δ advantage against the reference: {labels[ref]}"
+    )
 
 
 def make_group_scalar_figure(labels: Sequence[str], ids: Sequence[str], values: np.ndarray, selected: int) -> go.Figure:
@@ -130,4 +222,6 @@ def make_group_scalar_figure(labels: Sequence[str], ids: Sequence[str], values: 
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="trajectory advantage")
     fig.add_hline(y=0, line=dict(color="#455a64", width=1))
-    return base_layout(fig, height=320)
+    base_layout(fig, height=340 + 22 * max(0, len(labels) - 3))
+    fig.update_layout(legend=LEGEND_BELOW, margin=dict(b=40))
+    return fig

@@ -18,6 +18,8 @@ from dashboard.theme import (
 )
 from dashboard.tokens_html import escape
 
+OUT_OF_LOSS = "#cfd4d9"  # tokens outside the loss mask (no gradient flows there)
+
 
 def _labels(ids: Sequence[str], selected: int) -> list[str]:
     return [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(ids)]
@@ -65,14 +67,38 @@ def make_group_advantage_figure(ids: Sequence[str], adv: np.ndarray, selected: i
     return base_layout(fig, height=320)
 
 
-def make_group_heatmap_figure(ids: Sequence[str], adv: np.ndarray, selected: int) -> go.Figure:
+def make_group_heatmap_figure(
+    ids: Sequence[str], adv: np.ndarray, selected: int, loss: np.ndarray | None = None
+) -> go.Figure:
     """Rows = rollouts, columns = positions, colour = advantage (blank past each rollout's end). adv: [n, T]
-    with NaN padding."""
-    vmax = symmetric_range(adv[np.isfinite(adv)]) if np.isfinite(adv).any() else 1.0
-    fig = go.Figure(
+    with NaN padding. ``loss`` ([n, T] bool, ``analysis.group_loss_matrix``): tokens outside the loss are grey
+    (no gradient flows there; the hover still names the value computed) and left out of the colour range."""
+    labels = _labels(ids, selected)
+    z = adv
+    fig = go.Figure()
+    if loss is not None:
+        out = ~loss.astype(bool) & np.isfinite(adv)
+        z = np.where(out, np.nan, adv)
+        if out.any():
+            fig.add_trace(
+                go.Heatmap(
+                    z=np.where(out, 1.0, np.nan),
+                    y=labels,
+                    zmin=0,
+                    zmax=1,
+                    colorscale=[[0, OUT_OF_LOSS], [1, OUT_OF_LOSS]],
+                    showscale=False,
+                    customdata=adv,
+                    hovertemplate="%{y} #%{x}<br>not in the loss: no gradient<br>(computed %{customdata:+.4g})"
+                    "<extra></extra>",
+                )
+            )
+    finite = z[np.isfinite(z)]
+    vmax = symmetric_range(finite) if finite.size else 1.0
+    fig.add_trace(
         go.Heatmap(
-            z=adv,
-            y=_labels(ids, selected),
+            z=z,
+            y=labels,
             zmid=0,
             zmin=-vmax,
             zmax=vmax,
@@ -82,5 +108,7 @@ def make_group_heatmap_figure(ids: Sequence[str], adv: np.ndarray, selected: int
         )
     )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="token position")
+    fig.update_xaxes(
+        title_text="token position" + (" · grey: not in the loss (no gradient)" if loss is not None else "")
+    )
     return base_layout(fig, height=80 + 34 * len(ids))

@@ -13,6 +13,10 @@ from dashboard.theme import DIVERGING, ROLE_COLORS, ROLE_LABELS, base_layout, sy
 from dashboard.tokens_html import escape
 
 ROLE_ORDER = ("model", "tool", "user", "system")
+# Rows that are credit (what the gradient uses): outside the loss mask they are drawn grey, not coloured.
+LOSS_ROWS = ("advantage", "effective weight", "logged advantage", "advantage − logged")
+LOSS_COLORS = ("#37474f", "#e4e7ea")  # the strip's "in the loss" / "not in the loss"
+OUT_OF_LOSS = "#cfd4d9"
 
 
 def turn_starts(turns: np.ndarray) -> np.ndarray:
@@ -29,32 +33,44 @@ def hover_tokens(tokens: Sequence[str], limit: int = 40) -> np.ndarray:
 def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: int | None = None) -> go.Figure:
     """Rows = quantities, columns = token positions. Each row is scaled to its own ±range (so KL and
     advantage are both visible); the hover shows the raw value, the token and its role. A strip on top
-    shows each token's role; dotted lines mark turn boundaries."""
+    shows each token's role and whether it is in the loss; credit rows (``LOSS_ROWS``) are grey outside the loss
+    (no gradient flows there) and scaled on loss tokens only. Dotted lines mark turn boundaries."""
     rows = [r for r in rows if r in table.columns]
     pos = table["position"].to_numpy()
     raw = np.stack([table[r].to_numpy(dtype=float) for r in rows]) if rows else np.zeros((0, len(pos)))
-    scale = np.array([symmetric_range(r) for r in raw])[:, None] if rows else np.ones((0, 1))
-    z = np.clip(raw / scale, -1, 1)
+    in_loss = table["loss"].to_numpy() > 0 if "loss" in table.columns else np.ones(len(pos), bool)
+    out = np.array([r in LOSS_ROWS for r in rows], bool)[:, None] & ~in_loss[None, :]
+    shown = np.where(out, np.nan, raw)
+    scale = np.array([symmetric_range(r) for r in shown])[:, None] if rows else np.ones((0, 1))
+    z = np.clip(shown / scale, -1, 1)
     toks = hover_tokens(table["token"].tolist())
     roles = table["role"].to_numpy()
-    text = np.broadcast_to(toks, z.shape)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.1, 0.9], vertical_spacing=0.03)
-    role_code = np.array([ROLE_ORDER.index(r) if r in ROLE_ORDER else 0 for r in roles])[None, :]
-    role_scale = []
-    for k, r in enumerate(ROLE_ORDER):
-        lo, hi = k / len(ROLE_ORDER), (k + 1) / len(ROLE_ORDER)
-        role_scale += [[lo, ROLE_COLORS[r]], [hi, ROLE_COLORS[r]]]
+    text = np.where(
+        out,
+        np.char.add(np.broadcast_to(toks, z.shape).astype(str), "<br>not in the loss: no gradient"),
+        np.broadcast_to(toks, z.shape),
+    )
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.14, 0.86], vertical_spacing=0.03)
+    n_roles = len(ROLE_ORDER)
+    role_code = np.array([ROLE_ORDER.index(r) if r in ROLE_ORDER else 0 for r in roles])
+    strip = np.stack([role_code, np.where(in_loss, n_roles, n_roles + 1)])
+    colors = [ROLE_COLORS[r] for r in ROLE_ORDER] + list(LOSS_COLORS)
+    strip_scale = []
+    for k, c in enumerate(colors):
+        strip_scale += [[k / len(colors), c], [(k + 1) / len(colors), c]]
+    role_words = np.array([ROLE_LABELS.get(r, r) for r in roles])
+    loss_words = np.where(in_loss, "in the loss", "not in the loss")
     fig.add_trace(
         go.Heatmap(
-            z=role_code,
+            z=strip,
             x=pos,
-            y=["role"],
+            y=["role", "in loss"],
             zmin=-0.5,
-            zmax=len(ROLE_ORDER) - 0.5,
-            colorscale=role_scale,
+            zmax=len(colors) - 0.5,
+            colorscale=strip_scale,
             showscale=False,
-            text=toks[None, :],
-            customdata=np.array([ROLE_LABELS.get(r, r) for r in roles])[None, :],
+            text=np.stack([toks, toks]),
+            customdata=np.stack([role_words, loss_words]),
             hovertemplate="#%{x} %{customdata}<br>%{text}<extra></extra>",
             xgap=0,
         ),
@@ -77,8 +93,8 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
                 title=dict(text="per-row<br>scale", side="right"),
                 tickvals=[-1, 0, 1],
                 ticktext=["−max", "0", "+max"],
-                len=0.85,
-                y=0.45,
+                len=0.8,
+                y=0.43,
             ),
         ),
         row=2,
@@ -86,7 +102,14 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
     )
     for s in turn_starts(table["turn"].to_numpy()):
         fig.add_vline(x=float(pos[s]) - 0.5, line=dict(color="#37474f", width=1, dash="dot"))
-    fig.update_yaxes(autorange="reversed", row=2, col=1)
-    fig.update_xaxes(title_text="token position", row=2, col=1)
+    fig.update_yaxes(autorange="reversed")
+    greyed = bool(out.any())
+    fig.update_xaxes(
+        title_text="token position" + (" · grey: credit outside the loss (no gradient)" if greyed else ""), row=2, col=1
+    )
     fig.update_xaxes(showticklabels=False, row=1, col=1)
-    return base_layout(fig, height=height or (110 + 44 * max(len(rows), 1)))
+    base_layout(fig, height=height or (130 + 44 * max(len(rows), 1)))
+    fig.update_layout(plot_bgcolor=OUT_OF_LOSS)  # shows only through the grey (NaN) credit cells
+    fig.update_xaxes(showgrid=False)
+    fig.update_yaxes(showgrid=False)
+    return fig

@@ -2,8 +2,9 @@
 
 import streamlit as st
 
-from dashboard import analysis, schemes, services, tokens_html, widgets
+from dashboard import analysis, compare_model, schemes, services, widgets
 from dashboard.figures.compare import (
+    difference_matrix,
     make_advantage_lines_figure,
     make_difference_figure,
     make_group_scalar_figure,
@@ -11,7 +12,8 @@ from dashboard.figures.compare import (
     make_turn_credit_figure,
 )
 from dashboard.state import K
-from dashboard.theme import SCHEME_COLORS, symmetric_range
+from dashboard.theme import FONT_FAMILY, SCHEME_COLORS, symmetric_range
+from dashboard.tokens_html import escape
 from engine.config import PLACEMENTS, PROFILES, STEPWISE_MODES
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
@@ -19,20 +21,23 @@ ss = st.session_state
 widgets.heading(
     "Compare schemes",
     ctx.info.trajectory_ids[ctx.traj],
-    "The same trajectory and its group under each scheme. Default: GAE vs GRPO vs rLLM broadcast vs rLLM per-step.",
+    "The same trajectory and its group under each scheme. Default: the sidebar's scheme under rLLM's three modes "
+    "(trajectory, broadcast, per-step), plus GAE when the run has critic values or the sidebar runs GAE — one "
+    "change at a time.",
     note=ctx.note,
 )
 
-
 sidebar_code = schemes.encode(ctx.config)
-options = list(dict.fromkeys([*schemes.PRESETS, *ss[K.SCHEMES], sidebar_code]))
+options = list(dict.fromkeys([schemes.AUTO, *schemes.PRESETS, *ss[K.SCHEMES], sidebar_code]))
 st.multiselect(
     "Schemes (2–6)",
     options,
     key=K.SCHEMES,
-    format_func=schemes.label,
+    format_func=compare_model.option_label,
     max_selections=6,
-    help="Presets, the sidebar's scheme, or your own (below). Codes travel in the URL.",
+    help="'Sidebar scheme, one change at a time' follows the sidebar (its profile, std convention, placement, KL) "
+    "and varies only the rLLM mode, then the estimator (GAE, on runs with a critic). Presets and your own schemes "
+    "(below) are fixed codes that travel in the URL.",
 )
 with st.expander("Add a scheme"):
     est_names = [e.name for e in services.available_estimators(ctx.info)]
@@ -48,64 +53,151 @@ with st.expander("Add a scheme"):
         "Add the sidebar scheme", on_click=widgets.add_scheme, args=(sidebar_code,), disabled=len(ss[K.SCHEMES]) >= 6
     )
 
-runs = services.compute_codes(ctx.handle, ctx.info, list(ss[K.SCHEMES]), ctx.config.value_source)
+codes, too_many = compare_model.expand(ss[K.SCHEMES], ctx.config, ctx.info.has_values)
+if too_many:
+    st.caption(too_many)
+runs = services.compute_codes(ctx.handle, ctx.info, codes, ctx.config.value_source)
 for r in runs:
     if r.error:
-        st.warning(f"{r.label}: not computable on this run — {r.error}")
+        st.warning(f"{compare_model.run_label(r.code, None)}: not computable on this run — {r.error}")
 runs = [r for r in runs if r.result is not None]
 if len(runs) < 2:
     st.info("Pick at least two schemes the run supports.")
     st.stop()
 
 batch = services.batch(ctx.handle)
-labels = [r.label for r in runs]
+labels = [compare_model.run_label(r.code, r.config) for r in runs]
+configs = [r.config for r in runs]
 results = [r.result for r in runs]
 table = services.token_table(ctx.handle, runs[0].config, ctx.traj)
 tokens, turns = table["token"].tolist(), table["turn"].to_numpy()
 adv = analysis.scheme_advantages(batch, results, ctx.traj)
+in_loss = analysis.scheme_loss_masks(batch, results, ctx.traj)
+n_tok = adv.shape[1]
+
+c1, c2 = st.columns([3, 2], vertical_alignment="bottom")
+if ss[K.CMP_REF] >= len(runs):
+    ss[K.CMP_REF] = 0
+ref = c1.selectbox(
+    "Reference scheme",
+    range(len(runs)),
+    format_func=labels.__getitem__,
+    key=K.CMP_REF,
+    help="Each column says what differs from this scheme; the difference view subtracts it.",
+)
+c2.toggle(
+    "Loss tokens only",
+    key=K.CMP_LOSS_ONLY,
+    help="On: tokens outside a scheme's loss mask (tool/info output, masked or rejected rows) are grey in every "
+    "chart and left out of the differences — no gradient flows there. Off: every token's computed value.",
+)
+loss_only = bool(ss[K.CMP_LOSS_ONLY])
+loss = in_loss if loss_only else None
+notes = compare_model.differences_from(configs, ref)
+
+cards = []
+for s, (name, note) in enumerate(zip(labels, notes, strict=True)):
+    trained = int(in_loss[s].sum())
+    cards.append(
+        f"<div style='flex:1 1 230px;max-width:420px;border-top:6px solid {SCHEME_COLORS[s % 8]};"
+        f"background:#f7f9fa;border-radius:4px;padding:6px 10px'>"
+        f"<div style='font-weight:700;font-size:1.02rem'>{escape(name)}</div>"
+        f"<div style='color:#37474f;font-size:0.92rem;margin-top:2px'>{'' if s == ref else 'vs. reference: '}"
+        f"{escape(note)}</div>"
+        f"<div style='color:#78909c;font-size:0.82rem;margin-top:2px'>{trained} of {n_tok} tokens in the loss</div>"
+        "</div>"
+    )
+st.html(f"<div style='display:flex;flex-wrap:wrap;gap:10px;font-family:{FONT_FAMILY}'>{''.join(cards)}</div>")
+if loss_only:
+    st.caption(
+        f"Loss tokens only: grey cells, gaps and bands mark tokens outside a scheme's loss (no gradient flows "
+        f"there); {int(in_loss.any(0).sum())} of {n_tok} tokens of this trajectory are in at least one scheme's loss."
+    )
+else:
+    st.caption(
+        f"Every token's computed value, including {int((~in_loss).any(0).sum())} of {n_tok} tokens outside some "
+        "scheme's loss: no gradient flows through those values."
+    )
 
 st.subheader("Aligned token rows")
-vmax = symmetric_range(adv)
-n_show = min(len(table), 400)
-cols = st.columns(len(runs))
-for s, (col, run) in enumerate(zip(cols, runs, strict=True)):
-    with col:
-        st.html(
-            f"<div style='border-top:5px solid {SCHEME_COLORS[s % 8]};font-weight:700;padding-top:4px'>"
-            f"{tokens_html.escape(run.label)}</div>"
+vmax = symmetric_range(adv[in_loss] if loss_only and in_loss.any() else adv)
+win = compare_model.GRID_WINDOW
+if n_tok > win:
+    if ss[K.CMP_GRID_START] > n_tok - 1:
+        ss[K.CMP_GRID_START] = 0
+    st.slider("First token shown", 0, n_tok - 1, step=1, key=K.CMP_GRID_START)
+start = int(ss[K.CMP_GRID_START]) if n_tok > win else 0
+stop = min(n_tok, start + win)
+st.html(compare_model.aligned_grid_html(labels, adv, in_loss, table, (start, stop), vmax, loss_only))
+st.html(compare_model.grid_legend_html(vmax))
+if n_tok > win:
+    st.caption(f"Tokens {start}–{stop - 1} of {n_tok} ({win} at a time: move the slider); the heatmap below shows all.")
+widgets.chart(make_scheme_rows_figure(labels, adv, tokens, turns, loss=loss), "compare.rows", "compare_rows")
+
+rows = analysis.group_members(batch, ctx.traj)
+n_turns = int(turns.max()) if len(turns) else 0
+if n_turns >= 2:
+    st.subheader("Steps × rollouts: trajectory, broadcast and per-step")
+    step_cfgs = compare_model.step_configs(ctx.config)
+    step_results = {}
+    for name, cfg in step_cfgs.items():
+        try:
+            eff = services.effective_config(ctx.info, cfg, ctx.config.value_source)
+            step_results[name] = services.compute(ctx.handle, eff)
+        except (ValueError, NotImplementedError):
+            continue
+    shown_rows = rows[: compare_model.STEP_ROLLOUTS]
+    if {"trajectory", "broadcast", "per-step"} <= set(step_results):
+        base = step_cfgs["trajectory"]
+        placed = step_results["per-step"].extras.get("step_rewards")
+        frame = compare_model.step_frame(
+            analysis.step_table(batch, step_results, shown_rows),
+            list(step_results),
+            batch.trajectory_ids,
+            None if placed is None else placed.cpu().numpy(),
         )
-        sub = table.iloc[:n_show].copy()
-        sub["advantage"] = adv[s, :n_show]
-        with st.container(height=360, border=True):
-            st.html(tokens_html.token_html(sub, "advantage", vmax, ("info",)))
-if n_show < len(table):
-    st.caption(f"Text shows the first {n_show} of {len(table)} tokens; the rows below show all of them.")
-st.html(tokens_html.legend_html("advantage (shared scale)", vmax, ("info",)))
-widgets.chart(make_scheme_rows_figure(labels, adv, tokens, turns), "compare.rows", "compare_rows")
+        st.caption(
+            f"{schemes.words(base)}, computed by the engine under each rLLM mode; a step is a turn. "
+            "Step reward = the rewards placed on the step's tokens (what per-step discounts); A = mean advantage on "
+            "the step's loss tokens. Columns in brackets: the other std convention."
+        )
+        me = batch.trajectory_ids[ctx.traj]
+        st.html(compare_model.step_table_html(frame, me))
+        sentence = compare_model.step_sentence(frame, me, base.stepwise_gamma)
+        st.html(f"<div style='font-family:{FONT_FAMILY};font-size:1.05rem;line-height:1.5'>{escape(sentence)}</div>")
+        if len(rows) > len(shown_rows):
+            st.caption(f"First {len(shown_rows)} of the group's {len(rows)} rollouts.")
 
 st.subheader("Advantage by position")
-widgets.chart(make_advantage_lines_figure(labels, adv, turns), "compare.lines", "compare_lines")
+widgets.chart(make_advantage_lines_figure(labels, adv, turns, loss=loss), "compare.lines", "compare_lines")
 
-c1, c2 = st.columns(2)
-with c1:
-    st.subheader("Credit per turn")
-    mode = st.segmented_control("Per turn", ["per token", "total"], key=K.CMP_TURN_MODE) or "per token"
-    credit = analysis.scheme_turn_credit(batch, results, ctx.traj, per_token=mode == "per token")
-    ylabel = "mean advantage per loss token" if mode == "per token" else "Σ advantage over loss tokens"
-    widgets.chart(make_turn_credit_figure(labels, credit, ylabel), "compare.turns", "compare_turns")
-with c2:
-    st.subheader("Difference view")
-    if ss[K.CMP_REF] >= len(runs):
-        ss[K.CMP_REF] = 0
-    ref = st.selectbox("Reference scheme", range(len(runs)), format_func=labels.__getitem__, key=K.CMP_REF)
-    widgets.chart(make_difference_figure(labels, adv, ref, tokens), "compare.diff", "compare_difference")
+st.subheader("Difference view")
+others, _, valid = difference_matrix(adv, ref, loss)
+counts = sorted({int(v.sum()) for v in valid})
+span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+st.caption(
+    f"Differences over loss tokens only ({span} of {n_tok} tokens: those both schemes train)."
+    if loss_only
+    else f"Differences over all {n_tok} tokens, including tokens outside the loss (switch on 'Loss tokens only')."
+)
+widgets.chart(
+    make_difference_figure(labels, adv, ref, tokens, loss=loss, notes=notes), "compare.diff", "compare_difference"
+)
+
+st.subheader("Credit per turn")
+mode = st.segmented_control("Per turn", ["per token", "total"], key=K.CMP_TURN_MODE) or "per token"
+credit = analysis.scheme_turn_credit(batch, results, ctx.traj, per_token=mode == "per token")
+ylabel = "mean advantage per loss token" if mode == "per token" else "Σ advantage over loss tokens"
+widgets.chart(make_turn_credit_figure(labels, credit, ylabel), "compare.turns", "compare_turns")
 
 st.subheader("The group")
-rows = analysis.group_members(batch, ctx.traj)
 ids = [batch.trajectory_ids[j] for j in rows]
 group_adv = analysis.scheme_group_advantages(results, rows)
 selected = int((rows == ctx.traj).nonzero()[0][0])
 widgets.chart(make_group_scalar_figure(labels, ids, group_adv, selected), "compare.group", "compare_group")
 with st.expander("Scheme details"):
-    for r in runs:
-        st.markdown(f"**{r.label}** — code `{r.code}` · placement {r.result.placement} · profile {r.config.profile}")
+    for name, r in zip(labels, runs, strict=True):
+        st.html(
+            f"<div><b>{escape(name)}</b> — code <code>{escape(r.code)}</code> · placement "
+            f"{escape(r.result.placement)} · profile {escape(r.config.profile)}</div>"
+        )
