@@ -67,6 +67,7 @@ if len(runs) < 2:
 
 batch = services.batch(ctx.handle)
 labels = [compare_model.run_label(r.code, r.config) for r in runs]
+export_title = widgets.export_title(labels)  # exported figures name the run, trajectory and schemes
 configs = [r.config for r in runs]
 results = [r.result for r in runs]
 table = services.token_table(ctx.handle, runs[0].config, ctx.traj)
@@ -132,7 +133,9 @@ st.html(compare_model.aligned_grid_html(labels, adv, in_loss, table, (start, sto
 st.html(compare_model.grid_legend_html(vmax))
 if n_tok > win:
     st.caption(f"Tokens {start}–{stop - 1} of {n_tok} ({win} at a time: move the slider); the heatmap below shows all.")
-widgets.chart(make_scheme_rows_figure(labels, adv, tokens, turns, loss=loss), "compare.rows", "compare_rows")
+widgets.chart(
+    make_scheme_rows_figure(labels, adv, tokens, turns, loss=loss), "compare.rows", "compare_rows", title=export_title
+)
 
 rows = analysis.group_members(batch, ctx.traj)
 n_turns = int(turns.max()) if len(turns) else 0
@@ -169,7 +172,9 @@ if n_turns >= 2:
             st.caption(f"First {len(shown_rows)} of the group's {len(rows)} rollouts.")
 
 st.subheader("Advantage by position")
-widgets.chart(make_advantage_lines_figure(labels, adv, turns, loss=loss), "compare.lines", "compare_lines")
+widgets.chart(
+    make_advantage_lines_figure(labels, adv, turns, loss=loss), "compare.lines", "compare_lines", title=export_title
+)
 
 st.subheader("Difference view")
 others, _, valid = difference_matrix(adv, ref, loss)
@@ -181,20 +186,25 @@ st.caption(
     else f"Differences over all {n_tok} tokens, including tokens outside the loss (switch on 'Loss tokens only')."
 )
 widgets.chart(
-    make_difference_figure(labels, adv, ref, tokens, loss=loss, notes=notes), "compare.diff", "compare_difference"
+    make_difference_figure(labels, adv, ref, tokens, loss=loss, notes=notes),
+    "compare.diff",
+    "compare_difference",
+    title=export_title,
 )
 
 st.subheader("Credit per turn")
 mode = st.segmented_control("Per turn", ["per token", "total"], key=K.CMP_TURN_MODE) or "per token"
 credit = analysis.scheme_turn_credit(batch, results, ctx.traj, per_token=mode == "per token")
 ylabel = "mean advantage per loss token" if mode == "per token" else "Σ advantage over loss tokens"
-widgets.chart(make_turn_credit_figure(labels, credit, ylabel), "compare.turns", "compare_turns")
+widgets.chart(make_turn_credit_figure(labels, credit, ylabel), "compare.turns", "compare_turns", title=export_title)
 
 st.subheader("The group")
 ids = [batch.trajectory_ids[j] for j in rows]
 group_adv = analysis.scheme_group_advantages(results, rows)
 selected = int((rows == ctx.traj).nonzero()[0][0])
-widgets.chart(make_group_scalar_figure(labels, ids, group_adv, selected), "compare.group", "compare_group")
+widgets.chart(
+    make_group_scalar_figure(labels, ids, group_adv, selected), "compare.group", "compare_group", title=export_title
+)
 with st.expander("Scheme details"):
     for name, r in zip(labels, runs, strict=True):
         st.html(

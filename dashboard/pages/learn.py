@@ -436,16 +436,18 @@ with tab_b:
     )
     if results:
         shown = [int(j) for j in rows[:2]]
-        labels, mats = [], []
+        labels, mats, losses = [], [], []
         for label, r in results.items():
             for j in shown:
                 labels.append(f"{label} · {b2.trajectory_ids[j]}")
                 mats.append(analysis.group_advantage_matrix(b2, r, np.array([j]))[0])
+                losses.append(analysis.group_loss_matrix(b2, r, np.array([j]))[0])
         width = max(len(m) for m in mats)
         adv = np.stack([np.pad(m, (0, width - len(m)), constant_values=np.nan) for m in mats])
+        loss = np.stack([np.pad(m, (0, width - len(m)), constant_values=False) for m in losses])
         turns = services.token_table(h2, next(iter(results.values())).config, shown[0])["turn"].to_numpy()
         st.markdown("**Every token under each mode** (rows: mode · rollout; dotted lines: the first rollout's steps)")
-        widgets.chart(make_scheme_rows_figure(labels, adv, [""] * width, turns), "learn.modes", "rllm_modes")
+        widgets.chart(make_scheme_rows_figure(labels, adv, [""] * width, turns, loss=loss), "learn.modes", "rllm_modes")
         last = list(results)[-1]
         st.markdown(f"**{last}**, token by token: each step gets its own advantage")
         vmax = symmetric_range(adv[np.isfinite(adv)])
