@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import streamlit as st
 
-from dashboard import analysis, exports, schemes, services, state, widgets
+from dashboard import analysis, badges, exports, schemes, services, state, widgets
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
 from dashboard.state import K
@@ -87,7 +87,11 @@ with right:
     after = services.trajectory_summary(ctx.handle, designed)
     changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
     c = st.columns(3)
-    c[0].metric("Trajectories whose advantage changed", f"{changed} / {len(before)}")
+    c[0].metric(
+        "Advantage changed",
+        f"{changed} / {len(before)}",
+        help="Trajectories whose advantage differs between the baseline and the designed scheme (by > 1e-9).",
+    )
     c[1].metric("Mean score", f"{after['score'].mean():.4g}", f"{after['score'].mean() - before['score'].mean():+.3g}")
     c[2].metric("Rows kept", f"{int(after['kept'].sum())}")
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
@@ -106,6 +110,9 @@ with right:
         widgets.chart(make_rank_change_figure(changes), "designer.ranks", "designer_rank_changes")
         st.dataframe(moved, hide_index=True, width="stretch", height=240)
     st.markdown("**This trajectory, token by token** (advantage, shared scale)")
+    if flags := badges.trajectory_badges(ctx.handle.run, before, ctx.traj):
+        meta = ctx.handle.run.trajectories[ctx.traj].metadata
+        st.html(badges.pills_html(flags, badges.synthesized_fields(meta), prefix=str(before.iloc[ctx.traj]["id"])))
     batch = services.batch(ctx.handle)
     results = [services.compute(ctx.handle, base), services.compute(ctx.handle, designed)]
     adv = analysis.scheme_advantages(batch, results, ctx.traj)
