@@ -100,7 +100,7 @@ with right:
         before["group"].to_numpy(),
         before[quantity].to_numpy(),
         after[quantity].to_numpy(),
-        f"trajectory {quantity}",
+        quantity,  # short: the axis titles add "— baseline (sidebar scheme)" and must fit a narrow column
     )
     widgets.chart(fig, "designer.scatter", "designer_before_after")
     changes = analysis.rank_changes(before, after, quantity)

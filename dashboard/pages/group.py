@@ -89,10 +89,14 @@ with c1:
         group["id"].tolist(),
         group["score"].to_numpy(),
         float(me["group mean"]),
-        float(me["group std"]),
+        0.0 if me["singleton"] else float(me["group std"]),  # no band for verl's stand-in std 1
         group["verdict"].to_numpy(),
         selected,
     )
+    if me["singleton"]:  # the dashed line is verl's stand-in mean 0, the baseline GRPO subtracts
+        fig.update_layout(title_text="singleton group: no mean or std; GRPO's baseline 0 (dashed)")
+    elif me["zero variance"]:
+        fig.update_layout(title_text=f"every rollout scored {float(me['group mean']):.3g}: zero variance")
     widgets.chart(fig, "group.scores", "group_scores")
 with c2:
     st.subheader("Advantage")
