@@ -271,6 +271,10 @@ def _scheme_controls(info: RunInfo):
             st.caption(note)
         placements = [p for p in PLACEMENTS if p != "as_given" or info.has_token_scores]
         st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
+        # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
+        # sidebar's default width (the class is the widget key with other characters than [A-Za-z0-9_-] as "-").
+        css_key = re.sub(r"[^a-zA-Z0-9_-]", "-", cfg_key("stepwise_mode"))
+        st.html(f"<style>.st-key-{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
         st.segmented_control(
             "rLLM stepwise mode",
             STEPWISE_MODES,
@@ -278,13 +282,6 @@ def _scheme_controls(info: RunInfo):
             format_func=STEPWISE_LABELS.get,
             help=FIELD_HELP["stepwise_mode"],
             width="stretch",
-        )
-        # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
-        # sidebar's default width (the class is the widget key with other characters than [A-Za-z0-9_-] as "-").
-        css_key = re.sub(r"[^a-zA-Z0-9_-]", "-", cfg_key("stepwise_mode"))
-        st.html(
-            f"<style>.st-key-{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}"
-            f" .st-key-{css_key} [data-testid='stButtonGroup'] {{flex-wrap: nowrap;}}</style>"
         )
         if ss[cfg_key("stepwise_mode")] == "per_step":
             st.slider(
