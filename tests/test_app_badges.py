@@ -164,7 +164,7 @@ def test_singleton_group_does_not_show_zero_plus_minus_one() -> None:
     assert sidebar_badges == [":violet-badge[synthesized]", ":blue-badge[singleton]"], sidebar_badges
     at.switch_page("dashboard/pages/group.py").run()
     no_errors(at, "group singleton")
-    assert charts(at)["group.scores"]["layout"]["title"]["text"].startswith("singleton group: no mean or std")
+    assert charts(at)["group.scores"]["layout"]["title"]["text"] == "singleton: GRPO's baseline 0 (dashed)"
     values = {m.label: m.value for m in at.metric}
     assert values["Group mean"] == "none" and values["Group std"] == "none"
     table = at.dataframe[0].value

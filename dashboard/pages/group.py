@@ -94,9 +94,9 @@ with c1:
         selected,
     )
     if me["singleton"]:  # the dashed line is verl's stand-in mean 0, the baseline GRPO subtracts
-        fig.update_layout(title_text="singleton group: no mean or std; GRPO's baseline 0 (dashed)")
+        fig.update_layout(title_text="singleton: GRPO's baseline 0 (dashed)")
     elif me["zero variance"]:
-        fig.update_layout(title_text=f"every rollout scored {float(me['group mean']):.3g}: zero variance")
+        fig.update_layout(title_text=f"all scored {float(me['group mean']):.3g}: zero variance")
     else:  # shorter than the figure's own title, which a 1024 px window cuts off
         fig.update_layout(title_text=f"mean {float(me['group mean']):.3g} (dashed) ± std {float(me['group std']):.3g}")
     widgets.chart(fig, "group.scores", "group_scores")
