@@ -144,12 +144,13 @@ def run_counts(run, summary: pd.DataFrame) -> dict[str, int]:
     return {n: int(counts[n]) for n in ORDER}
 
 
-def group_stat_text(row) -> tuple[str, str]:
-    """(metric value, help) for a summary row's group statistics: "μ ± σ", or what a singleton or a
-    zero-variance group is instead."""
+def group_stat_text(row) -> tuple[str, str, str]:
+    """(metric value, delta note, help) for a summary row's group statistics: "μ ± σ", or, for a singleton, no
+    statistics at all (not verl's stand-ins 0 ± 1), and for a zero-variance group a note saying so."""
     n = int(row["group size"])
     if bool(row["singleton"]):
         return (
+            "none",
             "singleton (1 rollout)",
             "Only rollout of its prompt: no group mean or std exists. verl's GRPO stands in mean 0 and std 1, "
             "so its GRPO advantage is its raw score; RLOO-vectorized gives 0.",
@@ -157,10 +158,11 @@ def group_stat_text(row) -> tuple[str, str]:
     mean, std = float(row["group mean"]), float(row["group std"])
     if bool(row["zero variance"]):
         return (
-            f"{mean:.3g} ± 0 (zero variance)",
+            f"{mean:.3g} ± 0",
+            "zero variance",
             f"All {n} rollouts of this prompt scored {mean:.4g}: group-centred advantages (GRPO, RLOO, …) are 0.",
         )
-    return f"{mean:.3g} ± {std:.3g}", f"mean and std of the scores of the {n} rollouts of this prompt"
+    return f"{mean:.3g} ± {std:.3g}", "", f"mean and std of the scores of the {n} rollouts of this prompt"
 
 
 # ------------------------------------------------------------------------------------------------ rendering

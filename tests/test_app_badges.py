@@ -81,13 +81,13 @@ def test_pills_are_escaped_and_explained() -> None:
 def test_group_statistics_text() -> None:
     load = _facts_run()
     _, summary = _summary(load)
-    value, help_ = badges.group_stat_text(summary.iloc[12])
-    assert value == "singleton (1 rollout)" and "raw score" in help_ and "±" not in value
-    value, _ = badges.group_stat_text(summary.iloc[4])
-    assert value.endswith("± 0 (zero variance)")
+    value, note, help_ = badges.group_stat_text(summary.iloc[12])
+    assert (value, note) == ("none", "singleton (1 rollout)") and "raw score" in help_
+    value, note, _ = badges.group_stat_text(summary.iloc[4])
+    assert value.endswith("± 0") and note == "zero variance"
     row = summary.iloc[8]
-    value, _ = badges.group_stat_text(row)
-    assert value == f"{row['group mean']:.3g} ± {row['group std']:.3g}"
+    value, note, _ = badges.group_stat_text(row)
+    assert (value, note) == (f"{row['group mean']:.3g} ± {row['group std']:.3g}", "")
 
 
 def test_estimator_labels_follow_the_scheme() -> None:
@@ -158,7 +158,7 @@ def test_singleton_group_does_not_show_zero_plus_minus_one() -> None:
     no_errors(at, "tokens singleton")
     assert at.session_state[K.TRAJ] == "q7-r0"
     group = next(m for m in at.metric if m.label == "Group mean ± std")
-    assert group.value == "singleton (1 rollout)" and "0 ± 1" not in _all_text(at)
+    assert (group.value, group.delta) == ("none", "singleton (1 rollout)") and "0 ± 1" not in _all_text(at)
     assert "singleton" in html_text(at)
     sidebar_badges = [m.value for m in at.sidebar.markdown if "-badge[" in m.value]
     assert sidebar_badges == [":violet-badge[synthesized]", ":blue-badge[singleton]"], sidebar_badges

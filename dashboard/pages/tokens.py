@@ -24,9 +24,16 @@ if flags:
 
 c = st.columns(4)
 c[0].metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}")
-c[1].metric("Trajectory advantage", f"{summary['advantage']:+.3g}", help="mean advantage over its loss tokens")
-group_value, group_help = badges.group_stat_text(summary)
-c[2].metric("Group mean ± std", group_value, help=group_help)
+c[1].metric("Advantage", f"{summary['advantage']:+.3g}", help="trajectory advantage: mean over its loss tokens")
+group_value, group_note, group_help = badges.group_stat_text(summary)
+c[2].metric(
+    "Group mean ± std",
+    group_value,
+    group_note or None,
+    delta_color="off",
+    delta_arrow="off",
+    help=group_help,
+)
 c[3].metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}")
 
 if "logged advantage" in table.columns:  # the trainer logged its own advantages: say how far CreditLens is
