@@ -86,14 +86,20 @@ with right:
     before = services.trajectory_summary(ctx.handle, base)
     after = services.trajectory_summary(ctx.handle, designed)
     changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
-    c = st.columns(3)
-    c[0].metric(
+    row = st.container(horizontal=True, gap="large")  # metrics of their own width: a 1024 px window cut labels
+    row.metric(
         "Advantage changed",
         f"{changed} / {len(before)}",
         help="Trajectories whose advantage differs between the baseline and the designed scheme (by > 1e-9).",
+        width="content",
     )
-    c[1].metric("Mean score", f"{after['score'].mean():.4g}", f"{after['score'].mean() - before['score'].mean():+.3g}")
-    c[2].metric("Rows kept", f"{int(after['kept'].sum())}")
+    row.metric(
+        "Mean score",
+        f"{after['score'].mean():.4g}",
+        f"{after['score'].mean() - before['score'].mean():+.3g}",
+        width="content",
+    )
+    row.metric("Rows kept", f"{int(after['kept'].sum())}", width="content")
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
     fig = make_before_after_figure(
         before["id"].tolist(),

@@ -54,7 +54,10 @@ else:
     c[1].metric("Group mean", f"{me['group mean']:.4g}")
     c[2].metric(
         "Group std",
-        f"{me['group std']:.4g}" + (" (all equal)" if me["zero variance"] else ""),
+        f"{me['group std']:.4g}",
+        "zero variance" if me["zero variance"] else None,
+        delta_color="off",
+        delta_arrow="off",
         help=ddof_help,
     )
 c[3].metric(

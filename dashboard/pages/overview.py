@@ -11,22 +11,25 @@ ctx = widgets.require_context(allow_empty=True)
 info = ctx.info
 widgets.heading("Run overview", info.name, f"source format: {info.source}")
 
-c = st.columns(6)
-c[0].metric("Trajectories", f"{info.trajectories:,}")
-c[1].metric("Groups", f"{info.groups:,}", help="prompts; rollouts of one prompt share a group")
-c[2].metric(
+# Metrics of their own width in a row that wraps: six equal columns cut "Info / tool tokens" at 1024 px
+row = st.container(horizontal=True, gap="large")
+row.metric("Trajectories", f"{info.trajectories:,}", width="content")
+row.metric("Groups", f"{info.groups:,}", help="prompts; rollouts of one prompt share a group", width="content")
+row.metric(
     "Turns",
     f"{info.turns:,}",
     help=f"{info.turns / max(info.trajectories, 1):.2f} per trajectory; "
     f"{info.reward_turns:,} turns carry rewards (KG-R1 placeholder turns of finished samples included)",
+    width="content",
 )
-c[3].metric("Tokens", f"{info.tokens:,}", help=f"longest trajectory: {info.max_length:,} tokens")
-c[4].metric(
+row.metric("Tokens", f"{info.tokens:,}", help=f"longest trajectory: {info.max_length:,} tokens", width="content")
+row.metric(
     "Info / tool tokens",
     f"{info.info_share:.1%}",
     help=f"{info.info_tokens:,} tokens the policy did not generate (tool output, templates)",
+    width="content",
 )
-c[5].metric("Load problems", len(ctx.handle.problems))
+row.metric("Load problems", len(ctx.handle.problems), width="content")
 holds, lacks = badges.holds_text(info)
 st.caption(f"{holds} — {lacks}")
 

@@ -22,19 +22,25 @@ flags = badges.trajectory_badges(ctx.handle.run, services.trajectory_summary(ctx
 if flags:
     st.html(badges.pills_html(flags, badges.synthesized_fields(metadata), prefix="This trajectory:"))
 
-c = st.columns(4)
-c[0].metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}")
-c[1].metric("Advantage", f"{summary['advantage']:+.3g}", help="trajectory advantage: mean over its loss tokens")
+row = st.container(horizontal=True, gap="large")  # metrics of their own width: 4 equal columns cut "0.783 ± 0"
+row.metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}", width="content")
+row.metric(
+    "Advantage",
+    f"{summary['advantage']:+.3g}",
+    help="trajectory advantage: mean over its loss tokens",
+    width="content",
+)
 group_value, group_note, group_help = badges.group_stat_text(summary)
-c[2].metric(
+row.metric(
     "Group mean ± std",
     group_value,
     group_note or None,
     delta_color="off",
     delta_arrow="off",
     help=group_help,
+    width="content",
 )
-c[3].metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}")
+row.metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}", width="content")
 
 if "logged advantage" in table.columns:  # the trainer logged its own advantages: say how far CreditLens is
     on = table["action"] > 0
