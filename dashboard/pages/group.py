@@ -45,27 +45,34 @@ if pills or members:
     )
 
 ddof_help = f"std_ddof = {ctx.config.std_ddof} ({'unbiased, verl' if ctx.config.std_ddof == 1 else 'population, rLLM'})"
-c = st.columns(5)
-c[0].metric("Rollouts", len(rows))
+row = st.container(horizontal=True, gap="large")  # metrics of their own width: 5 columns cut "solve_none"
+row.metric("Rollouts", len(rows), width="content")
 if me["singleton"]:  # verl's stand-ins (mean 0, std 1) are no statistics of this group: do not show them as such
-    c[1].metric("Group mean", "none", help="A singleton group has no mean: verl's GRPO stands in 0.")
-    c[2].metric("Group std", "none", help="A singleton group has no std: verl's GRPO stands in 1. " + ddof_help)
+    row.metric("Group mean", "none", help="A singleton group has no mean: verl's GRPO stands in 0.", width="content")
+    row.metric(
+        "Group std",
+        "none",
+        help="A singleton group has no std: verl's GRPO stands in 1. " + ddof_help,
+        width="content",
+    )
 else:
-    c[1].metric("Group mean", f"{me['group mean']:.4g}")
-    c[2].metric(
+    row.metric("Group mean", f"{me['group mean']:.4g}", width="content")
+    row.metric(
         "Group std",
         f"{me['group std']:.4g}",
         "zero variance" if me["zero variance"] else None,
         delta_color="off",
         delta_arrow="off",
         help=ddof_help,
+        width="content",
     )
-c[3].metric(
+row.metric(
     "Verdict",
     VERDICT_LABELS[int(me["verdict"])],
     help="rLLM rejection sampling on Σ token scores: solve_none (all ≤ 0), solve_all (all ≥ 1), else partial.",
+    width="content",
 )
-c[4].metric("Kept in the loss", "yes" if me["kept"] else "no")
+row.metric("Kept in the loss", "yes" if me["kept"] else "no", width="content")
 if me["singleton"]:
     st.warning(
         "Singleton group (1 rollout): no group baseline. GRPO uses mean 0 and std 1 (verl), so the advantage "
