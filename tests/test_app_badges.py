@@ -55,14 +55,16 @@ def test_badge_functions_on_a_synthetic_run() -> None:
     assert badges.group_badges(summary, [4, 5, 6, 7]) == ["zero-variance"]
     assert badges.group_badges(summary, [12]) == ["singleton"]
     assert badges.group_badges(summary, [0, 1, 2, 3]) == []
-    assert badges.run_counts(run, summary) == {
+    info = tables.run_info(run, load.run.to_batch())
+    assert info.flags[0] == ("truncated",) and info.flags[12] == ("singleton",) and info.flags[4] == ()
+    assert badges.run_counts(info, summary) == {
         "truncated": 1,
         "synthesized": 1,
         "excluded": 1,
         "singleton": 1,
         "zero-variance": 4,
     }
-    column = badges.summary_badge_column(run, summary)
+    column = badges.summary_badge_column(info, summary)
     assert column[:4] == ["truncated", "synthesized", "excluded", ""]
     assert badges.badge_text(["synthesized"], ("log_probs", "values")) == "synthesized (log_probs, values)"
     assert column[12] == "singleton"

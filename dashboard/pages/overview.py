@@ -75,7 +75,7 @@ if sample_note:
 verdicts = summary["verdict"].map(VERDICT_LABELS).value_counts()
 st.caption("Rejection-sampling verdicts (rows): " + " · ".join(f"{k} {v}" for k, v in verdicts.items()))
 st.markdown("**Data facts** (trajectories per badge; hover a badge for what it means)")
-st.html(badges.counts_html(badges.run_counts(ctx.handle.run, summary), info.trajectories))
+st.html(badges.counts_html(badges.run_counts(info, summary), info.trajectories))
 if synth := dict(info.synthesized):
     st.caption(
         "Synthesized by the loader (not the trainer's numbers): "
@@ -90,7 +90,7 @@ else:
 
 with st.expander("All trajectories"):
     widgets.paged_dataframe(
-        summary.assign(badges=badges.summary_badge_column(ctx.handle.run, summary)),
+        summary.assign(badges=badges.summary_badge_column(info, summary)),
         "trajectories",
         "overview.trajectories",
     )
