@@ -112,11 +112,10 @@ with c1:
     widgets.chart(fig, "group.scores", "group_scores")
 with c2:
     st.subheader("Advantage")
-    widgets.chart(
-        make_group_advantage_figure(group["id"].tolist(), group["advantage"].to_numpy(), selected),
-        "group.advantage",
-        "group_advantage",
-    )
+    adv_fig = make_group_advantage_figure(group["id"].tolist(), group["advantage"].to_numpy(), selected)
+    # long rollout ids (tick labels) leave a short plot, and "trajectory advantage" overran it at 1024 px
+    adv_fig.update_yaxes(title_text="advantage")
+    widgets.chart(adv_fig, "group.advantage", "group_advantage")
 
 st.subheader("Advantage by token, every rollout")
 adv = analysis.group_advantage_matrix(batch, res, rows)
