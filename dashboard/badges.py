@@ -289,6 +289,12 @@ def log_prob_note(info) -> str:
     return f" (this run's log-probs are synthesized in {k:,} of {info.trajectories:,} trajectories)" if k else ""
 
 
+def css_key_class(key: str) -> str:
+    """The CSS class Streamlit gives a keyed element: ``st-key-`` + the key with every character outside
+    [A-Za-z0-9_-] replaced by "-" (Streamlit 1.67's frontend)."""
+    return "st-key-" + re.sub(r"[^a-zA-Z0-9_-]", "-", key.strip())
+
+
 # ------------------------------------------------------------------------------------------------ glossary
 @cache
 def glossary_text() -> str:

@@ -272,9 +272,9 @@ def _scheme_controls(info: RunInfo):
         placements = [p for p in PLACEMENTS if p != "as_given" or info.has_token_scores]
         st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
         # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
-        # sidebar's default width (the class is the widget key with other characters than [A-Za-z0-9_-] as "-").
-        css_key = re.sub(r"[^a-zA-Z0-9_-]", "-", cfg_key("stepwise_mode"))
-        st.html(f"<style>.st-key-{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
+        # sidebar's default width.
+        css_key = badges.css_key_class(cfg_key("stepwise_mode"))
+        st.html(f"<style>.{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
         st.segmented_control(
             "rLLM stepwise mode",
             STEPWISE_MODES,

@@ -119,6 +119,10 @@ def test_run_holds_names_synthesized_fields() -> None:
     assert "synthesized by the loader in 1 of 13" in badges.estimator_note("gae", info)
 
 
+def test_css_key_class_matches_streamlit() -> None:
+    assert badges.css_key_class(cfg_key("stepwise_mode")) == "st-key-cfg-stepwise_mode"
+
+
 def test_every_badge_has_a_glossary_entry() -> None:
     terms = badges.glossary()
     for name in badges.BADGES:
