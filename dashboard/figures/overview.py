@@ -38,7 +38,7 @@ def make_component_histograms_figure(components: pd.DataFrame, cols: int = 3) ->
             row=j // cols + 1,
             col=j % cols + 1,
         )
-    fig.update_annotations(font_size=13)
+    fig.update_annotations(font_size=12)  # long component names side by side in a 1024 px window
     return base_layout(fig, height=60 + 210 * rows)
 
 

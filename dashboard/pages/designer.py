@@ -24,16 +24,19 @@ widgets.heading(
 
 
 state.init_designer(base, ctx.info.turn_reward_names, ctx.info.global_reward_names)
-labels = {e.name: e.label for e in services.available_estimators(ctx.info)}
+labels = {  # names as the designed scheme makes them: Dr.GRPO-style with its std toggle off, GAE's value stand-in
+    e.name: badges.estimator_label(e.name, e.label, bool(ss[K.DS_NORM_STD]), ctx.info, base.value_source)
+    for e in services.available_estimators(ctx.info)
+}
 placements = [p for p in PLACEMENTS if p != "as_given" or ctx.info.has_token_scores]
 if ss[K.DS_ESTIMATOR] not in labels:
     ss[K.DS_ESTIMATOR] = base.estimator
 if ss[K.DS_PLACEMENT] not in placements:
     ss[K.DS_PLACEMENT] = base.placement
 
-left, right = st.columns([1, 2], gap="large")
+left, right = st.columns([2, 3], gap="medium")  # [1, 2] cut the button and toggle labels at 1024 px
 with left:
-    st.button("Reset to the sidebar scheme", on_click=state.reset_designer)
+    st.button("Reset to sidebar", on_click=state.reset_designer, help="Start again from the sidebar scheme.")
     if ctx.info.turn_reward_names:
         st.markdown("**Turn components** (weight × value, per turn)")
         for name in ctx.info.turn_reward_names:
