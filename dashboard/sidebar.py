@@ -228,8 +228,19 @@ def _fix_state(info: RunInfo) -> None:
 
 
 def _scheme_controls(info: RunInfo):
+    import functools  # here, not at the top: other sessions edit this module's imports
+
+    from dashboard import badges
+
     _fix_state(info)
     ss = st.session_state
+    if ss.get(K.TRAJ) in info.trajectory_ids and info.flags:  # the trajectory just picked: its data facts
+        flags = info.flags[info.trajectory_ids.index(ss[K.TRAJ])]
+        if flags:
+            row = st.container(horizontal=True, gap="small")
+            for name in flags:
+                with row:
+                    st.badge(name, color=badges.BADGES[name].color, help=badges.BADGES[name].tip)
     catalogue = {e.name: e for e in services.estimator_catalogue()}
     names = [e.name for e in services.available_estimators(info)]
     with st.expander("Credit scheme", expanded=True):
@@ -243,17 +254,32 @@ def _scheme_controls(info: RunInfo):
             "Estimator",
             names,
             key=cfg_key("estimator"),
-            format_func=lambda n: catalogue[n].label,
-            help=FIELD_HELP["estimator"],
+            format_func=functools.partial(
+                badges.estimator_option,
+                labels={n: e.label for n, e in catalogue.items()},
+                norm_by_std=bool(ss[cfg_key("norm_adv_by_std_in_grpo")]),
+                info=info,
+                value_source=ss[cfg_key("value_source")],
+            ),
+            help=FIELD_HELP["estimator"]
+            + "\n\nGRPO-family names follow the *Divide by group std* toggle (off: Dr.GRPO-style); GAE without a "
+            "critic names the values it bootstraps from.",
         )
+        if note := badges.estimator_note(ss[cfg_key("estimator")], info, ss[cfg_key("value_source")]):
+            st.caption(note)
         placements = [p for p in PLACEMENTS if p != "as_given" or info.has_token_scores]
         st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
+        # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
+        # sidebar's default width.
+        css_key = badges.css_key_class(cfg_key("stepwise_mode"))
+        st.html(f"<style>.{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
         st.segmented_control(
             "rLLM stepwise mode",
             STEPWISE_MODES,
             key=cfg_key("stepwise_mode"),
             format_func=STEPWISE_LABELS.get,
             help=FIELD_HELP["stepwise_mode"],
+            width="stretch",
         )
         if ss[cfg_key("stepwise_mode")] == "per_step":
             st.slider(
@@ -289,7 +315,7 @@ def _scheme_controls(info: RunInfo):
             "In-reward KL",
             key=cfg_key("use_kl_in_reward"),
             disabled=not info.has_log_probs,
-            help=FIELD_HELP["use_kl_in_reward"] + ("" if info.has_log_probs else " (this run has no log-probs)"),
+            help=FIELD_HELP["use_kl_in_reward"] + badges.log_prob_note(info),
         )
         if ss[cfg_key("use_kl_in_reward")]:
             c1, c2 = st.columns(2)

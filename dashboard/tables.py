@@ -205,6 +205,12 @@ class RunInfo:
     trajectory_ids: tuple[str, ...]
     turn_reward_names: tuple[str, ...]
     global_reward_names: tuple[str, ...]
+    # field name → trajectories whose field the loader made up (metadata.synthesized), e.g. (("values", 57),)
+    synthesized: tuple[tuple[str, int], ...] = ()
+    truncated: int = 0  # trajectories that ran into the length limit
+    excluded: int = 0  # trajectories the trainer excluded from the loss (metadata.exclude_from_loss)
+    # per trajectory, the scheme-free badges (dashboard.badges): truncated, synthesized, excluded, singleton
+    flags: tuple[tuple[str, ...], ...] = ()
 
     @property
     def info_share(self) -> float:
@@ -244,4 +250,30 @@ def run_info(run, batch: TrajectoryBatch) -> RunInfo:
         trajectory_ids=tuple(batch.trajectory_ids),
         turn_reward_names=tuple(batch.turn_reward_names),
         global_reward_names=tuple(batch.global_reward_names),
+        synthesized=tuple(synthesized_counts(run.trajectories).items()),
+        truncated=int(batch.truncated.sum().item()) if batch.truncated is not None else 0,
+        excluded=sum(t.metadata.get("exclude_from_loss") is True for t in run.trajectories),
+        flags=_flags(run, batch),
     )
+
+
+def _flags(run, batch: TrajectoryBatch) -> tuple[tuple[str, ...], ...]:
+    """Each trajectory's badges that no scheme changes: its metadata's and whether its group is a singleton."""
+    from dashboard.badges import metadata_badges
+
+    _, inv, counts = torch.unique(batch.group_ids, return_inverse=True, return_counts=True)
+    single = np_(counts[inv] == 1)
+    return tuple(
+        tuple(metadata_badges(t.metadata)) + (("singleton",) if single[i] else ())
+        for i, t in enumerate(run.trajectories)
+    )
+
+
+def synthesized_counts(trajectories) -> dict[str, int]:
+    """Field name → how many trajectories list it in ``metadata["synthesized"]``, in name order."""
+    counts: dict[str, int] = {}
+    for t in trajectories:
+        raw = t.metadata.get("synthesized") or ()
+        for f in {raw} if isinstance(raw, str) else set(raw):
+            counts[str(f)] = counts.get(str(f), 0) + 1
+    return dict(sorted(counts.items()))

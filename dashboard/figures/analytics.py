@@ -106,5 +106,21 @@ def make_agg_weight_figure(df: pd.DataFrame, y: str, lines: bool = True) -> go.F
             )
         )
     fig.update_xaxes(title_text="response length (loss tokens)")
-    fig.update_yaxes(title_text=y, type="log" if (df[y] > 0).all() else "linear")
+    log = bool(len(df)) and bool((df[y] > 0).all())
+    fig.update_yaxes(title_text=y, type="log" if log else "linear")
+    lo, hi = (float(df[y].min()), float(df[y].max())) if log else (0.0, 0.0)
+    if log and hi < 100 * lo:  # 1-2-5 ticks: on a short log range Plotly labels every 0.005 and they overlap
+        ticks = log_ticks(lo, hi)
+        fig.update_yaxes(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
     return base_layout(fig, height=380)
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """1, 2, 5 × 10^k from just below ``lo`` to just above ``hi`` (both > 0)."""
+    out = []
+    for k in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 1):
+        out += [m * 10.0**k for m in (1, 2, 5)]
+    inside = [t for t in out if lo <= t <= hi]
+    below = [t for t in out if t < lo][-1:]
+    above = [t for t in out if t > hi][:1]
+    return [float(f"{t:.6g}") for t in below + inside + above]

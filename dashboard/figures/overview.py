@@ -38,7 +38,7 @@ def make_component_histograms_figure(components: pd.DataFrame, cols: int = 3) ->
             row=j // cols + 1,
             col=j % cols + 1,
         )
-    fig.update_annotations(font_size=13)
+    fig.update_annotations(font_size=12)  # long component names side by side in a 1024 px window
     return base_layout(fig, height=60 + 210 * rows)
 
 
@@ -46,9 +46,15 @@ def make_distribution_figure(values: np.ndarray, xlabel: str, color: str = SCHEM
     """A histogram of one per-trajectory quantity with its mean marked."""
     v = np.asarray(values, dtype=float)
     fig = go.Figure(go.Histogram(x=v, nbinsx=30, marker_color=color, hovertemplate="%{x}: %{y}<extra></extra>"))
-    if v.size:
-        fig.add_vline(x=float(v.mean()), line=dict(color="#333", dash="dash"))
-        xlabel = f"{xlabel} — mean {v.mean():.3g} (dashed)"
-    fig.update_xaxes(title_text=xlabel)
-    fig.update_yaxes(title_text="trajectories")
-    return base_layout(fig, height=280)
+    if v.size:  # the mean on the dashed line itself: a long axis title is cut off in a narrow column
+        fig.add_vline(
+            x=float(v.mean()),
+            line=dict(color="#333", dash="dash"),
+            annotation=dict(text=f"mean {v.mean():.3g}", font_size=12, bgcolor="rgba(255,255,255,0.8)"),
+            annotation_position="top",
+        )
+    fig.update_xaxes(title_text=xlabel, title_standoff=6)
+    fig.update_yaxes(title_text="trajectories", title_standoff=4)
+    fig = base_layout(fig, height=280)
+    fig.update_layout(margin=dict(t=28))  # room for the mean's label above the plot
+    return fig

@@ -35,13 +35,30 @@ c1, c2 = st.columns([3, 2])
 with c1:
     widgets.chart(make_info_credit_figure(info_df), "analytics.info", "info_token_credit")
 with c2:
-    st.dataframe(info_df, hide_index=True, width="stretch")
     st.caption(
         f"{ctx.info.info_tokens:,} info tokens ({ctx.info.info_share:.1%}). Under state masking they "
         "leave the loss, so no gradient lands on them (effective weight 0); without it they are trained "
         "on. Their advantage depends on the profile's advantage mask (action: holes; attention: "
         "ordinary steps)."
     )
+st.dataframe(
+    info_df,
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "setting": st.column_config.TextColumn("setting", pinned=True, width="medium"),
+        "info share of |advantage|": st.column_config.NumberColumn(
+            "info share of |A|", format="percent", help="share of Σ|advantage| that lands on info tokens"
+        ),
+        "info share of |effective weight|": st.column_config.NumberColumn(
+            "info share of |w·A|", format="percent", help="share of Σ|effective weight| that lands on info tokens"
+        ),
+        "info tokens in loss": st.column_config.NumberColumn("info tokens in loss"),
+        "Σ|effective weight| on info": st.column_config.NumberColumn(
+            "Σ|w·A| on info", format="%.4g", help="Σ|effective weight| over the info tokens"
+        ),
+    },
+)
 
 st.subheader("Length bias: advantage vs response length")
 names = [e.name for e in services.available_estimators(ctx.info)]
@@ -65,6 +82,21 @@ else:
         ),
         hide_index=True,
         width="stretch",
+        column_config={
+            "estimator": st.column_config.TextColumn("estimator", pinned=True, width="medium"),
+            "slope per 100 tokens (advantage)": st.column_config.NumberColumn(
+                "A: slope /100 tok", help="least-squares slope of the trajectory advantage per 100 loss tokens"
+            ),
+            "correlation (advantage)": st.column_config.NumberColumn(
+                "A: correlation", help="correlation of the trajectory advantage with the length"
+            ),
+            "slope per 100 tokens (Σ eff. weight)": st.column_config.NumberColumn(
+                "Σw·A: slope /100 tok", help="least-squares slope of Σ effective weight per 100 loss tokens"
+            ),
+            "correlation (Σ eff. weight)": st.column_config.NumberColumn(
+                "Σw·A: correlation", help="correlation of Σ effective weight with the length"
+            ),
+        },
     )
 
 st.subheader("Credit per turn across the run")

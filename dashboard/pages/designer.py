@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import streamlit as st
 
-from dashboard import analysis, exports, schemes, services, state, widgets
+from dashboard import analysis, badges, exports, schemes, services, state, widgets
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
 from dashboard.state import K
@@ -24,16 +24,19 @@ widgets.heading(
 
 
 state.init_designer(base, ctx.info.turn_reward_names, ctx.info.global_reward_names)
-labels = {e.name: e.label for e in services.available_estimators(ctx.info)}
+labels = {  # names as the designed scheme makes them: Dr.GRPO-style with its std toggle off, GAE's value stand-in
+    e.name: badges.estimator_label(e.name, e.label, bool(ss[K.DS_NORM_STD]), ctx.info, base.value_source)
+    for e in services.available_estimators(ctx.info)
+}
 placements = [p for p in PLACEMENTS if p != "as_given" or ctx.info.has_token_scores]
 if ss[K.DS_ESTIMATOR] not in labels:
     ss[K.DS_ESTIMATOR] = base.estimator
 if ss[K.DS_PLACEMENT] not in placements:
     ss[K.DS_PLACEMENT] = base.placement
 
-left, right = st.columns([1, 2], gap="large")
+left, right = st.columns([2, 3], gap="medium")  # [1, 2] cut the button and toggle labels at 1024 px
 with left:
-    st.button("Reset to the sidebar scheme", on_click=state.reset_designer)
+    st.button("Reset to sidebar", on_click=state.reset_designer, help="Start again from the sidebar scheme.")
     if ctx.info.turn_reward_names:
         st.markdown("**Turn components** (weight × value, per turn)")
         for name in ctx.info.turn_reward_names:
@@ -86,17 +89,27 @@ with right:
     before = services.trajectory_summary(ctx.handle, base)
     after = services.trajectory_summary(ctx.handle, designed)
     changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
-    c = st.columns(3)
-    c[0].metric("Trajectories whose advantage changed", f"{changed} / {len(before)}")
-    c[1].metric("Mean score", f"{after['score'].mean():.4g}", f"{after['score'].mean() - before['score'].mean():+.3g}")
-    c[2].metric("Rows kept", f"{int(after['kept'].sum())}")
+    row = st.container(horizontal=True, gap="large")  # metrics of their own width: a 1024 px window cut labels
+    row.metric(
+        "Advantage changed",
+        f"{changed} / {len(before)}",
+        help="Trajectories whose advantage differs between the baseline and the designed scheme (by > 1e-9).",
+        width="content",
+    )
+    row.metric(
+        "Mean score",
+        f"{after['score'].mean():.4g}",
+        f"{after['score'].mean() - before['score'].mean():+.3g}",
+        width="content",
+    )
+    row.metric("Rows kept", f"{int(after['kept'].sum())}", width="content")
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
     fig = make_before_after_figure(
         before["id"].tolist(),
         before["group"].to_numpy(),
         before[quantity].to_numpy(),
         after[quantity].to_numpy(),
-        f"trajectory {quantity}",
+        quantity,  # short: the axis titles add "— baseline (sidebar scheme)" and must fit a narrow column
     )
     widgets.chart(fig, "designer.scatter", "designer_before_after")
     changes = analysis.rank_changes(before, after, quantity)
@@ -106,6 +119,9 @@ with right:
         widgets.chart(make_rank_change_figure(changes), "designer.ranks", "designer_rank_changes")
         st.dataframe(moved, hide_index=True, width="stretch", height=240)
     st.markdown("**This trajectory, token by token** (advantage, shared scale)")
+    if flags := badges.trajectory_badges(ctx.handle.run, before, ctx.traj):
+        meta = ctx.handle.run.trajectories[ctx.traj].metadata
+        st.html(badges.pills_html(flags, badges.synthesized_fields(meta), prefix=str(before.iloc[ctx.traj]["id"])))
     batch = services.batch(ctx.handle)
     results = [services.compute(ctx.handle, base), services.compute(ctx.handle, designed)]
     adv = analysis.scheme_advantages(batch, results, ctx.traj)

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import analysis, services, widgets
+from dashboard import analysis, badges, services, widgets
 from dashboard.figures.groups import (
     make_group_advantage_figure,
     make_group_heatmap_figure,
@@ -25,22 +25,59 @@ widgets.heading(
     f"The {len(rows)} rollouts of this trajectory's prompt (group {int(me['group'])}) under the sidebar scheme.",
 )
 
-c = st.columns(5)
-c[0].metric("Rollouts", len(rows))
-c[1].metric("Group mean", f"{me['group mean']:.4g}")
-c[2].metric(
-    "Group std",
-    f"{me['group std']:.4g}",
-    help=f"std_ddof = {ctx.config.std_ddof} ({'unbiased, verl' if ctx.config.std_ddof == 1 else 'population, rLLM'})",
-)
-c[3].metric(
+run = ctx.handle.run
+flags = badges.group_badges(summary, rows)
+member_flags = badges.rows_badges(run, summary, rows)
+counts = {n: sum(n in f for f in member_flags) for n in badges.TRAJECTORY_BADGES}
+pills = badges.pills_html(flags, prefix="This group:") if flags else ""
+synth = sorted({f for i in rows for f in badges.synthesized_fields(run.trajectories[int(i)].metadata)})
+members = [
+    f"{n} {k} of {len(rows)}" + (f" ({', '.join(synth)})" if n == "synthesized" else "") for n, k in counts.items() if k
+]
+if pills or members:
+    st.html(
+        pills
+        + (
+            f"<div style='color:#5f6b73;font-size:0.9rem'>Rollouts: {badges.escape(' · '.join(members))}</div>"
+            if members
+            else ""
+        )
+    )
+
+ddof_help = f"std_ddof = {ctx.config.std_ddof} ({'unbiased, verl' if ctx.config.std_ddof == 1 else 'population, rLLM'})"
+row = st.container(horizontal=True, gap="large")  # metrics of their own width: 5 columns cut "solve_none"
+row.metric("Rollouts", len(rows), width="content")
+if me["singleton"]:  # verl's stand-ins (mean 0, std 1) are no statistics of this group: do not show them as such
+    row.metric("Group mean", "none", help="A singleton group has no mean: verl's GRPO stands in 0.", width="content")
+    row.metric(
+        "Group std",
+        "none",
+        help="A singleton group has no std: verl's GRPO stands in 1. " + ddof_help,
+        width="content",
+    )
+else:
+    row.metric("Group mean", f"{me['group mean']:.4g}", width="content")
+    row.metric(
+        "Group std",
+        f"{me['group std']:.4g}",
+        "zero variance" if me["zero variance"] else None,
+        delta_color="off",
+        delta_arrow="off",
+        help=ddof_help,
+        width="content",
+    )
+row.metric(
     "Verdict",
     VERDICT_LABELS[int(me["verdict"])],
     help="rLLM rejection sampling on Σ token scores: solve_none (all ≤ 0), solve_all (all ≥ 1), else partial.",
+    width="content",
 )
-c[4].metric("Kept in the loss", "yes" if me["kept"] else "no")
+row.metric("Kept in the loss", "yes" if me["kept"] else "no", width="content")
 if me["singleton"]:
-    st.warning("Singleton group: GRPO/RLOO keep the raw score as the advantage (0 baseline); some estimators give 0.")
+    st.warning(
+        "Singleton group (1 rollout): no group baseline. GRPO uses mean 0 and std 1 (verl), so the advantage "
+        "is the raw score; RLOO keeps the raw score too; RLOO-vectorized gives 0."
+    )
 if me["zero variance"]:
     st.warning(
         "Zero-variance group: every rollout scored the same, so group-normalised advantages are 0 — "
@@ -48,7 +85,10 @@ if me["zero variance"]:
     )
 
 est = get_estimator(ctx.config.estimator)
-with st.expander(f"Estimator: {est.label}", expanded=False):
+est_label = badges.estimator_label(
+    est.name, est.label, ctx.config.norm_adv_by_std_in_grpo, ctx.info, ctx.config.value_source
+)
+with st.expander(f"Estimator: {est_label}", expanded=False):
     st.latex(est.formula)
     st.caption(est.reference)
 
@@ -59,41 +99,43 @@ with c1:
         group["id"].tolist(),
         group["score"].to_numpy(),
         float(me["group mean"]),
-        float(me["group std"]),
+        0.0 if me["singleton"] else float(me["group std"]),  # no band for verl's stand-in std 1
         group["verdict"].to_numpy(),
         selected,
     )
+    if me["singleton"]:  # the dashed line is verl's stand-in mean 0, the baseline GRPO subtracts
+        fig.update_layout(title_text="singleton: GRPO's baseline 0 (dashed)")
+    elif me["zero variance"]:
+        fig.update_layout(title_text=f"all scored {float(me['group mean']):.3g}: zero variance")
+    else:  # shorter than the figure's own title, which a 1024 px window cuts off
+        fig.update_layout(title_text=f"mean {float(me['group mean']):.3g} (dashed) ± std {float(me['group std']):.3g}")
     widgets.chart(fig, "group.scores", "group_scores")
 with c2:
     st.subheader("Advantage")
-    widgets.chart(
-        make_group_advantage_figure(group["id"].tolist(), group["advantage"].to_numpy(), selected),
-        "group.advantage",
-        "group_advantage",
-    )
+    adv_fig = make_group_advantage_figure(group["id"].tolist(), group["advantage"].to_numpy(), selected)
+    # long rollout ids (tick labels) leave a short plot, and "trajectory advantage" overran it at 1024 px
+    adv_fig.update_yaxes(title_text="advantage")
+    widgets.chart(adv_fig, "group.advantage", "group_advantage")
 
 st.subheader("Advantage by token, every rollout")
 adv = analysis.group_advantage_matrix(batch, res, rows)
 widgets.chart(make_group_heatmap_figure(group["id"].tolist(), adv, selected), "group.heatmap", "group_heatmap")
 
 st.subheader("Rollouts")
-shown = group.assign(verdict=group["verdict"].map(VERDICT_LABELS))
+shown = group.assign(
+    verdict=group["verdict"].map(VERDICT_LABELS),
+    badges=[badges.badge_text(f) for f in member_flags],
+)
 st.dataframe(
-    shown[
-        [
-            "id",
-            "score",
-            "advantage",
-            "tokens",
-            "info tokens",
-            "turns",
-            "verdict",
-            "kept",
-            "singleton",
-            "zero variance",
-            "truncated",
-        ]
-    ],
+    shown[["id", "badges", "score", "advantage", "tokens", "info tokens", "turns", "verdict", "kept"]],
     hide_index=True,
     width="stretch",
+    column_config={
+        "id": st.column_config.TextColumn("id", pinned=True),
+        "badges": st.column_config.TextColumn(
+            "badges",
+            width="medium",
+            help="; ".join(f"{n}: {b.tip}" for n, b in badges.BADGES.items()),
+        ),
+    },
 )

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import bigrun, services, widgets
+from dashboard import badges, bigrun, services, widgets
 from dashboard.figures.overview import make_component_histograms_figure, make_distribution_figure
 from dashboard.theme import SCHEME_COLORS, VERDICT_LABELS
 
@@ -11,36 +11,27 @@ ctx = widgets.require_context(allow_empty=True)
 info = ctx.info
 widgets.heading("Run overview", info.name, f"source format: {info.source}")
 
-c = st.columns(6)
-c[0].metric("Trajectories", f"{info.trajectories:,}")
-c[1].metric("Groups", f"{info.groups:,}", help="prompts; rollouts of one prompt share a group")
-c[2].metric(
+# Metrics of their own width in a row that wraps: six equal columns cut "Info / tool tokens" at 1024 px
+row = st.container(horizontal=True, gap="large")
+row.metric("Trajectories", f"{info.trajectories:,}", width="content")
+row.metric("Groups", f"{info.groups:,}", help="prompts; rollouts of one prompt share a group", width="content")
+row.metric(
     "Turns",
     f"{info.turns:,}",
     help=f"{info.turns / max(info.trajectories, 1):.2f} per trajectory; "
     f"{info.reward_turns:,} turns carry rewards (KG-R1 placeholder turns of finished samples included)",
+    width="content",
 )
-c[3].metric("Tokens", f"{info.tokens:,}", help=f"longest trajectory: {info.max_length:,} tokens")
-c[4].metric(
+row.metric("Tokens", f"{info.tokens:,}", help=f"longest trajectory: {info.max_length:,} tokens", width="content")
+row.metric(
     "Info / tool tokens",
     f"{info.info_share:.1%}",
     help=f"{info.info_tokens:,} tokens the policy did not generate (tool output, templates)",
+    width="content",
 )
-c[5].metric("Load problems", len(ctx.handle.problems))
-has = {
-    "critic values": info.has_values,
-    "log-probs (old & ref)": info.has_log_probs,
-    "turn rewards": info.has_turn_rewards,
-    "global rewards": info.has_global_rewards,
-    "token scores": info.has_token_scores,
-    "ReMax baselines": info.has_baselines,
-}
-st.caption(
-    "Run holds: "
-    + (", ".join(k for k, v in has.items() if v) or "nothing optional")
-    + " — lacks: "
-    + (", ".join(k for k, v in has.items() if not v) or "nothing")
-)
+row.metric("Load problems", len(ctx.handle.problems), width="content")
+holds, lacks = badges.holds_text(info)
+st.caption(f"{holds} — {lacks}")
 
 problems = ctx.handle.problems
 if ctx.traj < 0:
@@ -66,9 +57,7 @@ shown = summary.iloc[plotted]
 st.subheader("Scores and sizes")
 c1, c2, c3 = st.columns(3)
 with c1:
-    widgets.chart(
-        make_distribution_figure(shown["score"].to_numpy(), "score (Σ token rewards)"), "overview.scores", "scores"
-    )
+    widgets.chart(make_distribution_figure(shown["score"].to_numpy(), "score (Σ rewards)"), "overview.scores", "scores")
 with c2:
     widgets.chart(
         make_distribution_figure(shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),
@@ -84,12 +73,14 @@ with c3:
 if sample_note:
     st.caption(sample_note + " The counts below are of every trajectory.")
 verdicts = summary["verdict"].map(VERDICT_LABELS).value_counts()
-st.caption(
-    "Rejection-sampling verdicts (rows): "
-    + " · ".join(f"{k} {v}" for k, v in verdicts.items())
-    + f" · singleton groups' rows {int(summary['singleton'].sum())} · zero-variance groups' rows "
-    f"{int(summary['zero variance'].sum())}"
-)
+st.caption("Rejection-sampling verdicts (rows): " + " · ".join(f"{k} {v}" for k, v in verdicts.items()))
+st.markdown("**Data facts** (trajectories per badge; hover a badge for what it means)")
+st.html(badges.counts_html(badges.run_counts(info, summary), info.trajectories))
+if synth := dict(info.synthesized):
+    st.caption(
+        "Synthesized by the loader (not the trainer's numbers): "
+        + ", ".join(f"{f} in {k:,} of {info.trajectories:,} trajectories" for f, k in synth.items())
+    )
 
 st.subheader("Problems the loader reported")
 if problems:
@@ -98,4 +89,11 @@ else:
     st.success("None: every record loaded.")
 
 with st.expander("All trajectories"):
-    widgets.paged_dataframe(summary, "trajectories", "overview.trajectories")
+    widgets.paged_dataframe(
+        summary.assign(badges=badges.summary_badge_column(info, summary)),
+        "trajectories",
+        "overview.trajectories",
+    )
+
+with st.expander("Glossary: the words this dashboard uses"):
+    st.markdown(badges.glossary_markdown())

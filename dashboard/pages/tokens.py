@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import diagnostics, services, state, tokens_html, widgets
+from dashboard import badges, diagnostics, services, state, tokens_html, widgets
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
 from dashboard.tables import QUANTITY_HELP
@@ -17,12 +17,30 @@ widgets.heading(
     summary["id"],
     f"{ctx.info.name} · group {summary['group']} · {summary['tokens']} tokens · {summary['turns']} turns",
 )
+metadata = ctx.handle.run.trajectories[ctx.traj].metadata
+flags = badges.trajectory_badges(ctx.handle.run, services.trajectory_summary(ctx.handle, ctx.config), ctx.traj)
+if flags:
+    st.html(badges.pills_html(flags, badges.synthesized_fields(metadata), prefix="This trajectory:"))
 
-c = st.columns(4)
-c[0].metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}")
-c[1].metric("Trajectory advantage", f"{summary['advantage']:+.3g}", help="mean advantage over its loss tokens")
-c[2].metric("Group mean ± std", f"{summary['group mean']:.3g} ± {summary['group std']:.3g}")
-c[3].metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}")
+row = st.container(horizontal=True, gap="large")  # metrics of their own width: 4 equal columns cut "0.783 ± 0"
+row.metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}", width="content")
+row.metric(
+    "Advantage",
+    f"{summary['advantage']:+.3g}",
+    help="trajectory advantage: mean over its loss tokens",
+    width="content",
+)
+group_value, group_note, group_help = badges.group_stat_text(summary)
+row.metric(
+    "Group mean ± std",
+    group_value,
+    group_note or None,
+    delta_color="off",
+    delta_arrow="off",
+    help=group_help,
+    width="content",
+)
+row.metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}", width="content")
 
 if "logged advantage" in table.columns:  # the trainer logged its own advantages: say how far CreditLens is
     on = table["action"] > 0
@@ -102,7 +120,12 @@ if show_heat:
     widgets.chart(make_token_heatmap_figure(table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
 
 st.subheader("Per turn")
-st.dataframe(turns, hide_index=True, width="stretch")
+st.dataframe(
+    turns,
+    hide_index=True,
+    width="stretch",
+    column_config={"turn": st.column_config.NumberColumn("turn", pinned=True)},
+)
 
 with st.expander("Prompt and metadata"):
     st.html(tokens_html.text_block(ctx.handle.run.prompt_text(ctx.traj)))

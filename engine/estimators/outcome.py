@@ -29,7 +29,7 @@ def grpo_scalar(scores, group_ids, norm_by_std: bool, epsilon: float, ddof: int 
 
 @register_estimator(
     "grpo",
-    label="GRPO (Dr.GRPO without std)",
+    label="GRPO (÷ group std)",
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{g(i)}(s)}{\mathrm{std}_{g(i)}(s) + \epsilon}"
     r"\quad(\text{Dr.GRPO: } A_i = s_i - \mathrm{mean}_{g(i)}(s))",
     reference="verl core_algos.compute_grpo_outcome_advantage (Shao et al. 2024; Dr.GRPO: Liu et al. 2025)",
