@@ -182,6 +182,16 @@ def reward_components(run, rows: np.ndarray | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["kind", "component", "value", "trajectory", "turn"])
 
 
+def score_words(info: RunInfo, cfg, placement: str) -> str:
+    """ "score = …": how this run's trajectory score is made under ``cfg`` with the ``placement`` that ran (a
+    ``CreditResult.placement``), shown next to every score so a mean of turn rewards is never read as a sum."""
+    from engine.shaping import describe_score
+
+    has_global = info.has_global_rewards or (info.has_token_scores and not info.has_turn_rewards)
+    words = describe_score(placement, cfg.turn_score_reduce, info.has_turn_rewards, has_global, cfg.use_kl_in_reward)
+    return f"score = {words}"
+
+
 @dataclass(frozen=True)
 class RunInfo:
     """What a run holds, for the sidebar (which controls make sense) and the overview."""

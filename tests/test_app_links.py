@@ -55,10 +55,12 @@ def test_a_sample_opens_with_its_source_scheme() -> None:
         for c in at.sidebar.caption
     )
     score = next(m for m in at.metric if m.label.startswith("Score"))
-    assert float(score.value) == 1.0
+    assert float(score.value) == 1.0 and score.label == "Score = Σ of turn rewards"  # the reduction, beside it
     # switching runs in the sidebar: each sample gets its own default, the user is told in the sidebar
     at.sidebar.selectbox(key=K.SAMPLE).set_value("kgqa_multiturn").run()
     assert at.session_state[cfg_key("estimator")] == "gae" and at.session_state[cfg_key("profile")] == "verl"
+    score = next(m for m in at.metric if m.label.startswith("Score"))
+    assert score.label == "Score = mean of turn rewards + global reward"  # KG-R1's mean, verl's `_` keys out
     at.sidebar.selectbox(key=K.SAMPLE).set_value("search_agent").run()
     assert at.session_state[cfg_key("profile")] == "search-r1"
 

@@ -6,7 +6,7 @@ import functools
 import numpy as np
 import streamlit as st
 
-from dashboard import analysis, badges, exports, schemes, services, state, widgets
+from dashboard import analysis, badges, exports, schemes, services, state, tables, widgets
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
 from dashboard.state import K
@@ -100,9 +100,11 @@ with right:
         "Mean score",
         f"{after['score'].mean():.4g}",
         f"{after['score'].mean() - before['score'].mean():+.3g}",
+        help="Mean trajectory score under the designed scheme; the change is against the baseline.",
         width="content",
     )
     row.metric("Rows kept", f"{int(after['kept'].sum())}", width="content")
+    st.caption(tables.score_words(ctx.info, designed, services.compute(ctx.handle, designed).placement))
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
     fig = make_before_after_figure(
         before["id"].tolist(),
@@ -126,8 +128,11 @@ with right:
     results = [services.compute(ctx.handle, base), services.compute(ctx.handle, designed)]
     adv = analysis.scheme_advantages(batch, results, ctx.traj)
     table = services.token_table(ctx.handle, base, ctx.traj)
+    loss = analysis.scheme_loss_masks(batch, results, ctx.traj)  # grey where no gradient flows
     widgets.chart(
-        make_scheme_rows_figure(["baseline", "designed"], adv, table["token"].tolist(), table["turn"].to_numpy()),
+        make_scheme_rows_figure(
+            ["baseline", "designed"], adv, table["token"].tolist(), table["turn"].to_numpy(), loss=loss
+        ),
         "designer.rows",
         "designer_rows",
     )

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import analysis, badges, services, widgets
+from dashboard import analysis, badges, services, tables, widgets
 from dashboard.figures.groups import (
     make_group_advantage_figure,
     make_group_heatmap_figure,
@@ -95,6 +95,7 @@ with st.expander(f"Estimator: {est_label}", expanded=False):
 c1, c2 = st.columns(2)
 with c1:
     st.subheader("Scores")
+    st.caption(tables.score_words(ctx.info, ctx.config, res.placement))
     fig = make_group_scores_figure(
         group["id"].tolist(),
         group["score"].to_numpy(),
@@ -119,7 +120,10 @@ with c2:
 
 st.subheader("Advantage by token, every rollout")
 adv = analysis.group_advantage_matrix(batch, res, rows)
-widgets.chart(make_group_heatmap_figure(group["id"].tolist(), adv, selected), "group.heatmap", "group_heatmap")
+loss = analysis.group_loss_matrix(batch, res, rows)  # grey where no gradient flows
+widgets.chart(
+    make_group_heatmap_figure(group["id"].tolist(), adv, selected, loss=loss), "group.heatmap", "group_heatmap"
+)
 
 st.subheader("Rollouts")
 shown = group.assign(

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import badges, bigrun, services, widgets
+from dashboard import badges, bigrun, services, tables, widgets
 from dashboard.figures.overview import make_component_histograms_figure, make_distribution_figure
 from dashboard.theme import SCHEME_COLORS, VERDICT_LABELS
 
@@ -51,13 +51,17 @@ else:
     if sample_note:
         st.caption(sample_note)
 
-widgets.result_or_stop(ctx)
+res = widgets.result_or_stop(ctx)
 summary = services.trajectory_summary(ctx.handle, ctx.config)
 shown = summary.iloc[plotted]
 st.subheader("Scores and sizes")
 c1, c2, c3 = st.columns(3)
 with c1:
-    widgets.chart(make_distribution_figure(shown["score"].to_numpy(), "score (Σ rewards)"), "overview.scores", "scores")
+    widgets.chart(
+        make_distribution_figure(shown["score"].to_numpy(), tables.score_words(ctx.info, ctx.config, res.placement)),
+        "overview.scores",
+        "scores",
+    )
 with c2:
     widgets.chart(
         make_distribution_figure(shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),

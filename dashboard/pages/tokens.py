@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import badges, diagnostics, services, state, tokens_html, widgets
+from dashboard import badges, diagnostics, services, state, tables, tokens_html, widgets
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
 from dashboard.tables import QUANTITY_HELP
@@ -23,7 +23,12 @@ if flags:
     st.html(badges.pills_html(flags, badges.synthesized_fields(metadata), prefix="This trajectory:"))
 
 row = st.container(horizontal=True, gap="large")  # metrics of their own width: 4 equal columns cut "0.783 ± 0"
-row.metric("Score", f"{summary['score']:.3g}", help=f"Σ token rewards; placement: {res.placement}", width="content")
+row.metric(
+    "S" + tables.score_words(ctx.info, ctx.config, res.placement)[1:],
+    f"{summary['score']:.3g}",
+    help=f"Σ of the token rewards after placement ({res.placement}): what outcome estimators see",
+    width="content",
+)
 row.metric(
     "Advantage",
     f"{summary['advantage']:+.3g}",
