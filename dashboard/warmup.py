@@ -32,6 +32,7 @@ NAME = "creditlens-warmup"
 ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
 IMPORT_WAIT_S = 120
 FIRST_PAGE_WAIT_S = 30  # Plotly's first figure waits this long at most for the first page run to end
+TOKENIZER_DELAY_S = 2.0  # after Plotly's first figure, before the default tokenizer is loaded
 # Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
 # (``wait_for_imports``): importing the same modules from two threads at once can hand one of them a module
 # still being filled in (the estimator registry seen empty: "CreditConfig.estimator: 'grpo' is not one of []").
@@ -95,7 +96,7 @@ def page_run_ended() -> None:
 
 def warm() -> float:
     """Import everything, then compute the landing view into the caches; returns the seconds that took (Plotly's
-    first figure, after the first page run, not counted)."""
+    first figure and the default tokenizer, after the first page run, not counted)."""
     t0 = time.perf_counter()
     with _gc_paused():
         try:
@@ -115,6 +116,13 @@ def warm() -> float:
     seconds = time.perf_counter() - t0
     _first_page_done.wait(FIRST_PAGE_WAIT_S)  # no chart on the landing view: first paint first, then Plotly
     make_token_heatmap_figure(table, ["advantage"])  # plotly builds its validators on the first figure
+    time.sleep(TOKENIZER_DELAY_S)  # the first session's next clicks first: this holds the GIL for seconds
+    # The default tokenizer (transformers' import and the converted Qwen vocabulary, ~3-5 s of CPU): otherwise the
+    # first Diagnostics visit pays it (its retokenization check; 64 x 2,048 run: 5.1 s of a 5.2 s page run).
+    # Through the services' lock, so a session that needs it meanwhile waits for this load instead of racing it.
+    from engine.io.tokenize import get_tokenizer
+
+    services._tokenizer_safe(get_tokenizer, None)
     return seconds
 
 
