@@ -96,7 +96,7 @@ def page_run_ended() -> None:
 
 def warm() -> float:
     """Import everything, then compute the landing view into the caches; returns the seconds that took (Plotly's
-    first figure and the default tokenizer, after the first page run, not counted)."""
+    first figure, after the first page run, not counted)."""
     t0 = time.perf_counter()
     with _gc_paused():
         try:
@@ -116,14 +116,21 @@ def warm() -> float:
     seconds = time.perf_counter() - t0
     _first_page_done.wait(FIRST_PAGE_WAIT_S)  # no chart on the landing view: first paint first, then Plotly
     make_token_heatmap_figure(table, ["advantage"])  # plotly builds its validators on the first figure
-    time.sleep(TOKENIZER_DELAY_S)  # the first session's next clicks first: this holds the GIL for seconds
-    # The default tokenizer (transformers' import and the converted Qwen vocabulary, ~3-5 s of CPU): otherwise the
-    # first Diagnostics visit pays it (its retokenization check; 64 x 2,048 run: 5.1 s of a 5.2 s page run).
-    # Through the services' lock, so a session that needs it meanwhile waits for this load instead of racing it.
+    return seconds
+
+
+def preload_tokenizer(delay: float = TOKENIZER_DELAY_S) -> float:
+    """After ``delay`` seconds, load the default tokenizer (transformers' import and the converted Qwen
+    vocabulary, 3-5 s of CPU); returns the seconds the load took. Otherwise the first Diagnostics visit pays it
+    (its retokenization check: 5.1 s of a 5.2 s page run on a 64 x 2,048 run). Through the services' lock, so a
+    session that needs a tokenizer meanwhile waits for this load instead of importing transformers beside it."""
+    time.sleep(delay)  # the first session's next clicks first: the import holds the GIL for seconds
+    from dashboard import services
     from engine.io.tokenize import get_tokenizer
 
+    t0 = time.perf_counter()
     services._tokenizer_safe(get_tokenizer, None)
-    return seconds
+    return time.perf_counter() - t0
 
 
 class _QuietWarmup(logging.Filter):
@@ -138,6 +145,7 @@ def _run() -> None:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietWarmup())
     try:
         LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
+        LOG.info("CreditLens warm-up: default tokenizer loaded in %.2f s", preload_tokenizer())
     except Exception:  # noqa: BLE001 - a failed warm-up only costs the first session its time
         LOG.warning("warm-up failed; the first session computes its view itself", exc_info=True)
 

@@ -63,3 +63,20 @@ def test_bench_helpers() -> None:
     line = bench_dashboard.ratio_line("Token view", [1.0, 1.2], [2.0, 2.6, 3.0], 2.0)
     assert "ratio 2.36x" in line and line.endswith("MISSED")
     assert bench_dashboard.cpu_seconds(-1) == 0.0
+
+
+def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeypatch) -> None:
+    from dashboard import warmup
+    from engine.io import tokenize
+
+    calls = []
+    monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: calls.append(("tokenizer", name)))
+    real = services._tokenizer_safe
+
+    def safe(fn, *args):
+        calls.append(("lock", fn.__name__ if hasattr(fn, "__name__") else fn))
+        return real(fn, *args)
+
+    monkeypatch.setattr(services, "_tokenizer_safe", safe)
+    assert warmup.preload_tokenizer(delay=0) >= 0
+    assert calls == [("lock", "<lambda>"), ("tokenizer", None)]
