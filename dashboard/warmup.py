@@ -32,12 +32,17 @@ NAME = "creditlens-warmup"
 ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
 IMPORT_WAIT_S = 120
 FIRST_PAGE_WAIT_S = 30  # Plotly's first figure waits this long at most for the first page run to end
-TOKENIZER_DELAY_S = 2.0  # after Plotly's first figure, before the default tokenizer is loaded
+# The default tokenizer is loaded once no page run has ended for TOKENIZER_IDLE_S (someone reading a page, not
+# clicking), or after TOKENIZER_MAX_WAIT_S at the latest: its import holds the GIL for seconds, and a click
+# during it waited (64 x 2,048 run: the first trajectory change 2.1 s instead of 0.7 s with a fixed 2 s delay).
+TOKENIZER_IDLE_S = 2.0
+TOKENIZER_MAX_WAIT_S = 60.0
 # Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
 # (``wait_for_imports``): importing the same modules from two threads at once can hand one of them a module
 # still being filled in (the estimator registry seen empty: "CreditConfig.estimator: 'grpo' is not one of []").
 _imported = threading.Event()
 _first_page_done = threading.Event()
+_last_page_end = [time.monotonic()]  # when the last page run ended (page_run_ended)
 _thread: threading.Thread | None = None
 
 
@@ -91,6 +96,7 @@ def wait_for_imports() -> None:
 
 def page_run_ended() -> None:
     """Called at the end of every page run: the first one lets the warm-up go on to Plotly."""
+    _last_page_end[0] = time.monotonic()
     _first_page_done.set()
 
 
@@ -119,12 +125,15 @@ def warm() -> float:
     return seconds
 
 
-def preload_tokenizer(delay: float = TOKENIZER_DELAY_S) -> float:
-    """After ``delay`` seconds, load the default tokenizer (transformers' import and the converted Qwen
-    vocabulary, 3-5 s of CPU); returns the seconds the load took. Otherwise the first Diagnostics visit pays it
-    (its retokenization check: 5.1 s of a 5.2 s page run on a 64 x 2,048 run). Through the services' lock, so a
-    session that needs a tokenizer meanwhile waits for this load instead of importing transformers beside it."""
-    time.sleep(delay)  # the first session's next clicks first: the import holds the GIL for seconds
+def preload_tokenizer(idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S) -> float:
+    """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer
+    (transformers' import and the converted Qwen vocabulary, 3-5 s of CPU); returns the seconds the load took.
+    Otherwise the first Diagnostics visit pays it (its retokenization check: 5.1 s of a 5.2 s page run on a
+    64 x 2,048 run). Through the services' lock, so a session that needs a tokenizer meanwhile waits for this
+    load instead of importing transformers beside it."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline and time.monotonic() - _last_page_end[0] < idle:
+        time.sleep(min(0.25, idle))
     from dashboard import services
     from engine.io.tokenize import get_tokenizer
 

@@ -78,5 +78,23 @@ def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeyp
         return real(fn, *args)
 
     monkeypatch.setattr(services, "_tokenizer_safe", safe)
-    assert warmup.preload_tokenizer(delay=0) >= 0
+    assert warmup.preload_tokenizer(idle=0) >= 0
     assert calls == [("lock", "<lambda>"), ("tokenizer", None)]
+
+
+def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeypatch) -> None:
+    import time
+
+    from dashboard import warmup
+    from engine.io import tokenize
+
+    loaded = []
+    monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: loaded.append(time.monotonic()))
+    warmup.page_run_ended()
+    t0 = time.monotonic()
+    warmup.preload_tokenizer(idle=0.3)
+    assert loaded and loaded[0] - t0 >= 0.25  # waited for 0.3 s without a page run
+    loaded.clear()
+    warmup.page_run_ended()
+    warmup.preload_tokenizer(idle=5, max_wait=0.2)  # never idle: loads at the deadline
+    assert loaded and loaded[0] - t0 < 4
