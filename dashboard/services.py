@@ -51,6 +51,23 @@ BIG_RESULT_BYTES = 64 << 20  # from here on, a computation hands its freed tempo
 TABLE_ENTRIES = 512
 LINT_ENTRIES = 32  # a big run's findings keep up to MAX_ROWS_KEPT × MAX_HIGHLIGHT positions each
 Progress = Callable[[float, str], None]  # (fraction done, message), as engine.io.load_run reports
+# torch's intra-op threads in the server (``CREDITLENS_TORCH_THREADS``, default 1). Every browser session is a
+# thread of its own already, and OpenMP workers spin while they wait: with 2 threads on the 2-core machine that
+# the server shares with browsers and other sessions, compute_credit (GAE, 64 × 2,048 tokens) took a median
+# 1.25 s of wall time and 0.34 s of CPU; with 1 thread 45–88 ms and 8 ms of CPU (load average ≈ 20).
+TORCH_THREADS_ENV = "CREDITLENS_TORCH_THREADS"
+
+
+def engine_threads() -> int:
+    """``CREDITLENS_TORCH_THREADS`` as a positive int; 1 when unset or not one."""
+    try:
+        n = int(os.environ.get(TORCH_THREADS_ENV, "").strip() or 1)
+    except ValueError:
+        n = 1
+    return n if n > 0 else 1
+
+
+torch.set_num_threads(engine_threads())  # process-wide and inherited by every session's thread
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,6 +8,9 @@ the builders here and the pages that write HTML use it and nothing else.
 from __future__ import annotations
 
 import html
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
 import numpy as np
@@ -48,11 +51,24 @@ def _shown(text: str) -> tuple[str, str]:
     return escape(text).replace("\n", "<span class='cl-nl'>↵</span>"), "<br>" * breaks
 
 
-def _title(row: dict, qcols: Sequence[str]) -> str:
-    head = f"#{row['position']} · turn {row['turn']} · {row['role']}"
-    masks = f"attention {row['attention']} · action {row['action']} · loss {row['loss']}"
-    vals = "\n".join(f"{q}: {row[q]:+.5g}" for q in qcols)
-    return escape(f"{head}\n{masks}\n{vals}\ntoken: {row['token']!r}")
+# A newline inside a title attribute, as a character reference: the markup stays one line per turn block, and
+# Streamlit dedents every st.html body line by line (a 1,000-token window had 9,000 lines: ~0.1 s of its run).
+TITLE_NL = "&#10;"
+
+
+def _titles(part: pd.DataFrame, qcols: Sequence[str]) -> list[str]:
+    """The escaped hover title of each row of ``part``: position, turn, role, masks, every quantity, the token.
+    Built column by column (numbers need no escaping; the role and the token's repr are escaped)."""
+    nl = TITLE_NL
+    cols = [part[c].tolist() for c in ("position", "turn", "role", "attention", "action", "loss", "token")]
+    roles = {r: escape(r) for r in set(cols[2])}
+    heads = [
+        f"#{p} · turn {t} · {roles[r]}{nl}attention {a} · action {x} · loss {lo}"
+        for p, t, r, a, x, lo in zip(*cols[:6], strict=True)
+    ]
+    values = [[f"{nl}{q}: {v:+.5g}" for v in part[q].tolist()] for q in (escape(c) for c in qcols)]
+    tails = [f"{nl}token: {escape(repr(tok))}" for tok in cols[6]]
+    return ["".join(parts) for parts in zip(heads, *values, tails, strict=True)]
 
 
 def windows(n: int, size: int = MAX_TEXT_TOKENS) -> int:
@@ -76,6 +92,49 @@ def token_html(
     quantity.
     ``turn_labels`` maps a 1-based turn to the text shown above its block (escaped here). Tokens at the positions
     in ``highlight`` get class ``cl-hl`` (an orange outline; the page says why)."""
+    key = (
+        id(table),
+        quantity,
+        float(vmax),
+        tuple(overlays),
+        tuple(window) if window is not None else None,
+        tuple(sorted((turn_labels or {}).items())),
+        big,
+        tuple(sorted(int(p) for p in highlight)),
+    )
+    with _HTML_LOCK:
+        hit = _HTML_CACHE.get(key)
+        if hit is not None and hit[0]() is table:
+            _HTML_CACHE.move_to_end(key)
+            return hit[1]
+    out = _token_html(table, quantity, vmax, overlays, window, turn_labels, big, highlight)
+    with _HTML_LOCK:
+        _HTML_CACHE[key] = (weakref.ref(table), out)
+        while len(_HTML_CACHE) > HTML_KEPT:
+            _HTML_CACHE.popitem(last=False)
+    return out
+
+
+# token_html's last results, by the table's identity (checked through a weak reference, so a freed table's
+# reused id never hits) and the arguments: the services' cached token tables are shared by every session and
+# rerun, so a rerun that changes nothing on the tokens (another widget, another session on the same view)
+# reuses the markup. The tables are read-only by contract (services.token_table).
+HTML_KEPT = 64
+_HTML_CACHE: OrderedDict[tuple, tuple[weakref.ref, str]] = OrderedDict()
+_HTML_LOCK = threading.Lock()
+
+
+def _token_html(
+    table: pd.DataFrame,
+    quantity: str | None,
+    vmax: float,
+    overlays: Sequence[str] = ("info", "loss"),
+    window: tuple[int, int] | None = None,
+    turn_labels: dict[int, str] | None = None,
+    big: bool = False,
+    highlight: Collection[int] = (),
+) -> str:
+    """``token_html`` without the cache."""
     start, stop = window or (0, len(table))
     part = table.iloc[start:stop]
     qcols = [c for c in table.columns if c not in ("position", "turn", "role", "token") and table[c].dtype.kind == "f"]
@@ -86,24 +145,25 @@ def token_html(
     out.append(f"<div class='{'cl-big' if big else ''}'><div class='{classes}'>")
     marked = {int(p) for p in highlight if start <= p < stop}
     turn = None
-    records = part.to_dict("records")
-    for row, b, f in zip(records, bg, fg, strict=True):
-        if row["turn"] != turn:
+    titles = _titles(part, qcols)
+    cols = zip(*(part[c].tolist() for c in ("position", "turn", "role", "token", "attention", "loss")), strict=True)
+    role_cls: dict[str, str] = {}
+    for (pos, t, role, token, att, loss), b, f, title in zip(cols, bg, fg, titles, strict=True):
+        if t != turn:
             if turn is not None:
                 out.append("</div>")
-            turn = row["turn"]
+            turn = t
             label = (turn_labels or {}).get(int(turn), f"Turn {turn}")
             out.append(f"<div class='cl-turn'><span class='cl-turn-head'>{escape(label)}</span>")
-        cls = f"cl-tk cl-r-{escape(row['role'])} {'cl-loss' if row['loss'] else 'cl-noloss'}"
-        if row["attention"]:
+        if role not in role_cls:
+            role_cls[role] = f"cl-tk cl-r-{escape(role)} "
+        cls = role_cls[role] + ("cl-loss" if loss else "cl-noloss")
+        if att:
             cls += " cl-att"
-        if row["position"] in marked:
+        if pos in marked:
             cls += " cl-hl"
-        inside, after = _shown(row["token"])
-        out.append(
-            f"<span class='{cls}' style='background-color:{b};color:{f}' title='{_title(row, qcols)}'>"
-            f"{inside}</span>{after}"
-        )
+        inside, after = _shown(token)
+        out.append(f"<span class='{cls}' style='background-color:{b};color:{f}' title='{title}'>{inside}</span>{after}")
     if turn is not None:
         out.append("</div>")
     if stop < len(table):

@@ -32,11 +32,18 @@ NAME = "creditlens-warmup"
 ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
 IMPORT_WAIT_S = 120
 FIRST_PAGE_WAIT_S = 30  # Plotly's first figure waits this long at most for the first page run to end
+# The default tokenizer is loaded once no page run has ended for TOKENIZER_IDLE_S (someone reading a page, not
+# clicking), or after TOKENIZER_MAX_WAIT_S at the latest: its import holds the GIL for seconds, and a click
+# during it waits (64 x 2,048 run, the benchmark clicking on: the first trajectory change took 2.9 s, not 0.8 s,
+# with a 2 s threshold). Whichever comes first pays it once: this load, or the first Diagnostics visit.
+TOKENIZER_IDLE_S = 5.0
+TOKENIZER_MAX_WAIT_S = 60.0
 # Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
 # (``wait_for_imports``): importing the same modules from two threads at once can hand one of them a module
 # still being filled in (the estimator registry seen empty: "CreditConfig.estimator: 'grpo' is not one of []").
 _imported = threading.Event()
 _first_page_done = threading.Event()
+_last_page_end = [time.monotonic()]  # when the last page run ended (page_run_ended)
 _thread: threading.Thread | None = None
 
 
@@ -90,6 +97,7 @@ def wait_for_imports() -> None:
 
 def page_run_ended() -> None:
     """Called at the end of every page run: the first one lets the warm-up go on to Plotly."""
+    _last_page_end[0] = time.monotonic()
     _first_page_done.set()
 
 
@@ -118,6 +126,23 @@ def warm() -> float:
     return seconds
 
 
+def preload_tokenizer(idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S) -> float:
+    """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer
+    (transformers' import and the converted Qwen vocabulary, 3-5 s of CPU); returns the seconds the load took.
+    Otherwise the first Diagnostics visit pays it (its retokenization check: 5.1 s of a 5.2 s page run on a
+    64 x 2,048 run). Through the services' lock, so a session that needs a tokenizer meanwhile waits for this
+    load instead of importing transformers beside it."""
+    deadline = time.monotonic() + max_wait
+    while time.monotonic() < deadline and time.monotonic() - _last_page_end[0] < idle:
+        time.sleep(min(0.25, idle))
+    from dashboard import services
+    from engine.io.tokenize import get_tokenizer
+
+    t0 = time.perf_counter()
+    services._tokenizer_safe(get_tokenizer, None)
+    return time.perf_counter() - t0
+
+
 class _QuietWarmup(logging.Filter):
     """Drops Streamlit's "missing ScriptRunContext" warnings that the warm-up's cache calls raise (they run in
     no page run on purpose); everything else, and every other thread's warnings, pass."""
@@ -130,6 +155,7 @@ def _run() -> None:
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietWarmup())
     try:
         LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
+        LOG.info("CreditLens warm-up: default tokenizer loaded in %.2f s", preload_tokenizer())
     except Exception:  # noqa: BLE001 - a failed warm-up only costs the first session its time
         LOG.warning("warm-up failed; the first session computes its view itself", exc_info=True)
 

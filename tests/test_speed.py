@@ -1,0 +1,100 @@
+"""Cheap checks of the speed work: the token HTML cache, the server's torch thread setting, and the pure helpers
+of scripts/bench_dashboard.py (the benchmark itself runs a browser and is not a test; it asserts nothing)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from dashboard import services, tokens_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import bench_dashboard  # noqa: E402
+
+
+def _table(adv: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "position": [0, 1, 2],
+            "turn": [1, 1, 2],
+            "role": ["model", "tool", "model"],
+            "token": ["a\n", "<b>", "'"],
+            "attention": [1, 1, 1],
+            "action": [1, 0, 1],
+            "info": [0, 1, 0],
+            "loss": [1, 0, 1],
+            "advantage_mask": [1, 0, 1],
+            "advantage": [adv, -0.5, 0.25],
+        }
+    )
+
+
+def test_token_html_cache_is_keyed_by_table_identity_and_arguments() -> None:
+    t = _table(0.5)
+    first = tokens_html.token_html(t, "advantage", 1.0)
+    assert tokens_html.token_html(t, "advantage", 1.0) is first  # the same table and arguments: reused
+    assert first == tokens_html._token_html(t, "advantage", 1.0)  # and equal to a fresh build
+    assert tokens_html.token_html(t, "advantage", 2.0) != first  # another scale
+    assert "cl-hl" in tokens_html.token_html(t, "advantage", 1.0, highlight=[1])
+    other = _table(-0.75)  # equal shape, other values: never served the first table's markup
+    assert tokens_html.token_html(other, "advantage", 1.0) == tokens_html._token_html(other, "advantage", 1.0)
+    assert "-0.75" in tokens_html.token_html(other, "advantage", 1.0)
+    # one line per turn block at most: title newlines are character references
+    assert "&#10;advantage: +0.5&#10;" in first and first.count("\n") == tokens_html.TOKEN_CSS.count("\n")
+    assert "&lt;b&gt;" in first and "<b>" not in first
+
+
+def test_engine_threads(monkeypatch) -> None:
+    monkeypatch.delenv(services.TORCH_THREADS_ENV, raising=False)
+    assert services.engine_threads() == 1
+    for raw, want in (("3", 3), ("0", 1), ("x", 1), (" 2 ", 2)):
+        monkeypatch.setenv(services.TORCH_THREADS_ENV, raw)
+        assert services.engine_threads() == want
+
+
+def test_bench_helpers() -> None:
+    assert bench_dashboard.summary([3.0, 1.0, 2.0]) == (2.0, 3.0)
+    table = bench_dashboard.interaction_table({"λ slider": [0.5, 0.9], "page": [1.5]}, {"λ slider": [0.4]}, 1.0)
+    lines = table.splitlines()
+    assert lines[1].startswith("λ slider") and lines[1].endswith("ok") and "0.70s" in lines[1]
+    assert lines[2].endswith("MISSED")
+    line = bench_dashboard.ratio_line("Token view", [1.0, 1.2], [2.0, 2.6, 3.0], 2.0)
+    assert "ratio 2.36x" in line and line.endswith("MISSED")
+    assert bench_dashboard.cpu_seconds(-1) == 0.0
+
+
+def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeypatch) -> None:
+    from dashboard import warmup
+    from engine.io import tokenize
+
+    calls = []
+    monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: calls.append(("tokenizer", name)))
+    real = services._tokenizer_safe
+
+    def safe(fn, *args):
+        calls.append(("lock", fn.__name__ if hasattr(fn, "__name__") else fn))
+        return real(fn, *args)
+
+    monkeypatch.setattr(services, "_tokenizer_safe", safe)
+    assert warmup.preload_tokenizer(idle=0) >= 0
+    assert calls == [("lock", "<lambda>"), ("tokenizer", None)]
+
+
+def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeypatch) -> None:
+    import time
+
+    from dashboard import warmup
+    from engine.io import tokenize
+
+    loaded = []
+    monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: loaded.append(time.monotonic()))
+    warmup.page_run_ended()
+    t0 = time.monotonic()
+    warmup.preload_tokenizer(idle=0.3)
+    assert loaded and loaded[0] - t0 >= 0.25  # waited for 0.3 s without a page run
+    loaded.clear()
+    warmup.page_run_ended()
+    warmup.preload_tokenizer(idle=5, max_wait=0.2)  # never idle: loads at the deadline
+    assert loaded and loaded[0] - t0 < 4
