@@ -28,7 +28,7 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
         "choice away)",
     ),
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
-    "lint_cases": ("grpo", "each case's triggering flags are in its README; the defaults trigger most of them"),
+    "lint_cases": ("gae", "the dashboard's default; each case's triggering scheme is in its README"),
 }
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in
     "nemo_gym": ("grpo", "NeMo Gym rollouts train with GRPO (NeMo RL); their critic values are synthesized"),

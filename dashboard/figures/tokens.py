@@ -17,6 +17,7 @@ ROLE_ORDER = ("model", "tool", "user", "system")
 LOSS_ROWS = ("advantage", "effective weight", "logged advantage", "advantage − logged")
 LOSS_COLORS = ("#37474f", "#e4e7ea")  # the strip's "in the loss" / "not in the loss"
 OUT_OF_LOSS = "#cfd4d9"
+TEXT_CELLS = 6_000  # above this many heatmap cells, token texts only in the strip (see make_token_heatmap_figure)
 
 
 def turn_starts(turns: np.ndarray) -> np.ndarray:
@@ -45,11 +46,19 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
     z = np.clip(shown / scale, -1, 1)
     toks = hover_tokens(table["token"].tolist())
     roles = table["role"].to_numpy()
-    text = np.where(
-        out,
-        np.char.add(np.broadcast_to(toks, z.shape).astype(str), "<br>not in the loss: no gradient"),
-        np.broadcast_to(toks, z.shape),
-    )
+    # The token's text in every cell's hover repeats it once per row: above TEXT_CELLS cells (a 2,048-token
+    # trajectory) only the strip on top carries it, so the figure stays small enough to draw at once.
+    per_cell = z.size <= TEXT_CELLS
+    if per_cell:
+        text = np.where(
+            out,
+            np.char.add(np.broadcast_to(toks, z.shape).astype(str), "<br>not in the loss: no gradient"),
+            np.broadcast_to(toks, z.shape),
+        )
+        hover = "#%{x} %{y} = %{customdata:+.4g}<br>token: %{text}<extra></extra>"
+    else:
+        text = None
+        hover = "#%{x} %{y} = %{customdata:+.4g}<br>(token: hover the strip above)<extra></extra>"
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.14, 0.86], vertical_spacing=0.03)
     n_roles = len(ROLE_ORDER)
     role_code = np.array([ROLE_ORDER.index(r) if r in ROLE_ORDER else 0 for r in roles])
@@ -69,9 +78,8 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
             zmax=len(colors) - 0.5,
             colorscale=strip_scale,
             showscale=False,
-            text=np.stack([toks, toks]),
-            customdata=np.stack([role_words, loss_words]),
-            hovertemplate="#%{x} %{customdata}<br>%{text}<extra></extra>",
+            text=np.stack([np.char.add(np.char.add(role_words.astype(str), ": "), toks.astype(str)), loss_words]),
+            hovertemplate="#%{x} %{text}<extra></extra>",
             xgap=0,
         ),
         row=1,
@@ -79,16 +87,16 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
     )
     fig.add_trace(
         go.Heatmap(
-            z=z,
+            z=z.astype(np.float32),
             x=pos,
             y=list(rows),
             zmid=0,
             zmin=-1,
             zmax=1,
             colorscale=DIVERGING,
-            customdata=raw,
+            customdata=raw.astype(np.float32),
             text=text,
-            hovertemplate="#%{x} %{y} = %{customdata:+.4g}<br>token: %{text}<extra></extra>",
+            hovertemplate=hover,
             colorbar=dict(
                 title=dict(text="per-row<br>scale", side="right"),
                 tickvals=[-1, 0, 1],
