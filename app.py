@@ -21,14 +21,10 @@ PAGES = (
 )
 
 
+HOME = "tokens"  # the page "/" shows
 STARTING = (
     '<p style="color:#57606a">Starting CreditLens: loading the engine (PyTorch) and computing the first view…</p>'
 )
-
-
-def _home() -> None:
-    """The page at "/": never drawn, ``main`` switches to the page the link names (token view by default).
-    Every visible page has its own path (``/group``, ``/tokens``…), so a reload or a pasted link opens it."""
 
 
 def main() -> None:
@@ -49,14 +45,17 @@ def main() -> None:
     state.init()
     state.keep_widget_state()
     pages = {url: st.Page(path, title=t, url_path=url, icon=icon) for path, t, url, icon in PAGES}
-    home = st.Page(_home, title="CreditLens", url_path="home", default=True, visibility="hidden")
+    home_path = next(path for path, _, url, _ in PAGES if url == HOME)
+    # "/" is the token view's script under a hidden page of its own, so a first visit paints without a second run;
+    # "/?page=group" (the links written before every page had a path) switches to the page it names.
+    home = st.Page(home_path, title="CreditLens", url_path="home", default=True, visibility="hidden")
     page = st.navigation({"CreditLens": [home, *pages.values()]})
-    if page is home:  # "/" (or "/?page=group", a link from before pages had paths): open the page it names
-        st.switch_page(pages[state.landing_page(set(pages))])
+    if page is home and (landing := state.landing_page(set(pages))) != HOME:
+        st.switch_page(pages[landing])
     ctx = sidebar.draw()
     st.session_state[K.CONTEXT] = ctx
     status = st.sidebar.empty()
-    state.write_query_params(page.url_path)
+    state.write_query_params(HOME if page is home else page.url_path)
     state.show_link_problems()
     try:
         page.run()

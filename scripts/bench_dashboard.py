@@ -195,7 +195,9 @@ def sidebar(s: Session):
 async def pick_other(s: Session, label: str, r: int) -> Callable[[], Awaitable[None]]:
     """Open the sidebar selectbox ``label`` (not timed); the action that picks the ``r``-th option other than the
     one selected."""
-    await sidebar(s).get_by_role("combobox", name=label, exact=True).click()
+    box = sidebar(s).get_by_role("combobox", name=label, exact=True)
+    await box.scroll_into_view_if_needed()  # a click that has to scroll the sidebar first may not open the list
+    await box.click()
     options = s.page.get_by_role("option")
     await options.first.wait_for(timeout=10_000)
     texts = await options.all_inner_texts()
