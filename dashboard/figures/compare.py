@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.figures.tokens import hover_tokens, turn_starts
+from dashboard.figures.tokens import TEXT_CELLS, hover_tokens, turn_starts
 from dashboard.theme import DIVERGING, SCHEME_COLORS, base_layout, symmetric_range
 from dashboard.tokens_html import escape
 
@@ -15,26 +15,37 @@ WEBGL_FROM = 3000  # points per trace above which lines use WebGL
 OUT_OF_LOSS = "#cfd4d9"  # cells of tokens outside the loss (no gradient flows there)
 OUT_OF_LOSS_SPAN = "rgba(120,130,140,0.13)"  # line charts: positions no scheme trains
 MAX_SPANS = 120  # shaded spans per line chart (beyond that: gaps only)
+NOTE_CELLS = 1_500  # difference cells up to which each cell's hover repeats what differs (a line per cell)
 DIFF_FLOOR = 0.01  # the difference view's colour range is at least this share of the advantages' range
 LEGEND_BELOW = dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0.0)
+
+
+def cell_text(toks: np.ndarray, shape: tuple[int, int]) -> tuple[np.ndarray | None, str]:
+    """(each cell's token text for a heatmap hover, the hover line that shows it): none above ``TEXT_CELLS``
+    cells, where repeating every token once per row made a 2,048-token comparison's figures 700 KiB."""
+    if shape[0] * shape[1] > TEXT_CELLS:
+        return None, ""
+    return np.broadcast_to(toks, shape), "<br>token: %{text}"
 
 
 def _grey_layer(fig: go.Figure, x: np.ndarray, y: Sequence[str], out: np.ndarray, raw: np.ndarray, toks) -> None:
     """A flat grey heatmap under the value heatmap, on the cells of ``out`` (tokens outside the loss), whose hover
     names the value the estimator computed there and says that no gradient uses it."""
+    text, token_line = cell_text(toks, out.shape)
     fig.add_trace(
         go.Heatmap(
-            z=np.where(out, 1.0, np.nan),
+            z=np.where(out, 1.0, np.nan).astype(np.float32),
             x=x,
             y=list(y),
             zmin=0,
             zmax=1,
             colorscale=[[0, OUT_OF_LOSS], [1, OUT_OF_LOSS]],
             showscale=False,
-            customdata=raw,
-            text=np.broadcast_to(toks, out.shape),
+            customdata=np.asarray(raw, dtype=np.float32),
+            text=text,
             hovertemplate="#%{x} %{y}<br>not in the loss: no gradient<br>(computed %{customdata:+.4g})"
-            "<br>token: %{text}<extra></extra>",
+            + token_line
+            + "<extra></extra>",
         )
     )
 
@@ -61,17 +72,18 @@ def make_scheme_rows_figure(
         if out.any():
             _grey_layer(fig, x, labels, out, adv, toks)
     vmax = symmetric_range(z)
+    text, token_line = cell_text(toks, adv.shape)
     fig.add_trace(
         go.Heatmap(
-            z=z,
+            z=np.asarray(z, dtype=np.float32),
             x=x,
             y=list(labels),
             zmid=0,
             zmin=-vmax,
             zmax=vmax,
             colorscale=DIVERGING,
-            text=np.broadcast_to(toks, adv.shape),
-            hovertemplate="#%{x} %{y}<br>advantage %{z:+.4g}<br>token: %{text}<extra></extra>",
+            text=text,
+            hovertemplate="#%{x} %{y}<br>advantage %{z:+.4g}" + token_line + "<extra></extra>",
             colorbar=dict(title=dict(text="advantage", side="right")),
         )
     )
@@ -183,19 +195,23 @@ def make_difference_figure(
     fig = go.Figure()
     if loss is not None and (~valid).any():
         _grey_layer(fig, x, y, ~valid, raw, toks)
-    note = np.array([escape(notes[s]) if notes else "" for s in others], dtype=object)[:, None]
+    text, token_line = cell_text(toks, diff.shape)
+    note, note_line = None, ""
+    if notes and diff.size <= NOTE_CELLS:  # what differs, in each cell's hover (on longer ones: the cards say it)
+        note = np.broadcast_to(np.array([escape(notes[s]) for s in others], dtype=object)[:, None], diff.shape)
+        note_line = "<br>%{customdata}"
     fig.add_trace(
         go.Heatmap(
-            z=diff,
+            z=np.asarray(diff, dtype=np.float32),
             x=x,
             y=y,
             zmid=0,
             zmin=-vmax,
             zmax=vmax,
             colorscale=DIVERGING,
-            text=np.broadcast_to(toks, diff.shape),
-            customdata=np.broadcast_to(note, diff.shape),
-            hovertemplate="#%{x} %{y}<br>Δ %{z:+.4g}<br>token: %{text}<br>%{customdata}<extra></extra>",
+            text=text,
+            customdata=note,
+            hovertemplate="#%{x} %{y}<br>Δ %{z:+.4g}" + token_line + note_line + "<extra></extra>",
             colorbar=dict(title=dict(text="Δ advantage", side="right")),
         )
     )

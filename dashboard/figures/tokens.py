@@ -17,7 +17,7 @@ ROLE_ORDER = ("model", "tool", "user", "system")
 LOSS_ROWS = ("advantage", "effective weight", "logged advantage", "advantage − logged")
 LOSS_COLORS = ("#37474f", "#e4e7ea")  # the strip's "in the loss" / "not in the loss"
 OUT_OF_LOSS = "#cfd4d9"
-TEXT_CELLS = 6_000  # above this many heatmap cells, token texts only in the strip (see make_token_heatmap_figure)
+TEXT_CELLS = 4_000  # above this many heatmap cells, token texts only in the strip (see make_token_heatmap_figure)
 
 
 def turn_starts(turns: np.ndarray) -> np.ndarray:
