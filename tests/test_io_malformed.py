@@ -226,3 +226,16 @@ def test_undetectable_file_in_a_directory_is_a_problem(tmp_path):
     assert p.file.endswith("notes.json") and "matches no known format" in p.reason and p.reason.endswith("file skipped")
     with pytest.raises(ValueError, match="matches no known format"):
         load_run(tmp_path, strict=True)
+
+
+def test_the_fallback_parser_reads_big_integers_as_orjson_does() -> None:
+    """A JSON array that orjson cannot read (a 400-digit number) falls back to the standard parser; an id of
+    2**64 + 1 in it must read as in any other file (orjson's float, refused as an id), not as an exact int."""
+    from engine.io.records import parse_json
+
+    big = 2**64 + 1
+    assert parse_json(str(big).encode()) == float(big)  # orjson
+    fallback = parse_json(b"[1" + b"0" * 400 + b", " + str(big).encode() + b", 18446744073709551615]")
+    assert fallback[1] == float(big) and isinstance(fallback[1], float)
+    assert fallback[2] == 2**64 - 1 and isinstance(fallback[2], int)
+    assert fallback[0] == 10**400  # beyond a double: kept, and the record holding it is refused

@@ -36,6 +36,19 @@ def record_id(stem: str, line: int | None, prefix: str) -> str:
     return f"{stem}:{line}" if line is not None else f"{stem}{prefix.rstrip('.')}"
 
 
+def _int_as_orjson(text: str) -> int | float:
+    """An integer read the way orjson reads it (a float outside [-2**63, 2**64)), so that a record parses to the
+    same value whether orjson or this fallback read its file: orjson gives up on a whole document for one number
+    beyond a double (``1e400``), and such a number stays an int here (the record holding it is then refused)."""
+    value = int(text)
+    if -(2**63) <= value < 2**64:
+        return value
+    try:
+        return float(value)
+    except OverflowError:
+        return value
+
+
 def parse_json(raw: bytes, unicode_check: bool = True) -> object:
     """Parse one JSON value; ``RecordError`` with a readable reason if it is not JSON (or holds a lone surrogate,
     unless ``unicode_check`` is off: a whole JSON array is checked item by item)."""
@@ -53,7 +66,7 @@ def parse_json(raw: bytes, unicode_check: bool = True) -> object:
     if "\x00" in text:
         raise RecordError(None, "binary data (NUL bytes), not JSON text")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_int_as_orjson)
     except json.JSONDecodeError as e:
         hint = " (truncated record?)" if e.pos >= len(text.rstrip()) else ""
         raise RecordError(None, f"invalid JSON{hint}: {e.msg} at column {e.colno}") from None
