@@ -52,9 +52,15 @@ def expand(codes: Sequence[str], cfg: CreditConfig, has_values: bool) -> tuple[l
     return out, ""
 
 
-def run_label(code: str, effective: CreditConfig | None) -> str:
+def run_label(code: str, effective: CreditConfig | None, synthesized_values: bool = False) -> str:
     """What ran, in words: the preset's name (or the code in words) when the run computed the code as written;
-    the effective scheme in words when the run needed a stand-in ("GAE (values = zeros, no critic)")."""
+    the effective scheme in words when the run needed a stand-in ("GAE (values = zeros, no critic)"). A critic the
+    loader made up (``synthesized_values``) is called so: "GAE (synthesized critic values)"."""
+    label = _run_label(code, effective)
+    return label.replace("(critic)", "(synthesized critic values)") if synthesized_values else label
+
+
+def _run_label(code: str, effective: CreditConfig | None) -> str:
     if effective is None or code == schemes.AUTO:
         return schemes.label(code)
     try:
@@ -64,6 +70,11 @@ def run_label(code: str, effective: CreditConfig | None) -> str:
     if schemes.encode(as_written) == schemes.encode(effective):
         return schemes.label(code)
     return schemes.words(effective)
+
+
+def synthesized_values(info) -> bool:
+    """Whether the loader made up the critic values of any trajectory of the run (a ``tables.RunInfo``)."""
+    return any(field == "values" and n > 0 for field, n in info.synthesized)
 
 
 def option_label(code: str) -> str:
@@ -82,12 +93,14 @@ def option_label(code: str) -> str:
         eff = services.effective_config(ctx.info, schemes.decode(code), ctx.config.value_source)
     except (ValueError, KeyError):
         return schemes.label(code)
-    return run_label(code, eff)
+    return run_label(code, eff, synthesized_values(ctx.info))
 
 
-def differences_from(configs: Sequence[CreditConfig], ref: int) -> list[str]:
-    """One line per scheme: what differs from the reference scheme ``ref`` ("reference" for itself)."""
-    return ["reference" if s == ref else schemes.differences(configs[ref], c) for s, c in enumerate(configs)]
+def differences_from(configs: Sequence[CreditConfig], ref: int, synthesized_values: bool = False) -> list[str]:
+    """One line per scheme: what differs from the reference scheme ``ref`` ("reference" for itself); a critic the
+    loader made up is called so."""
+    lines = ["reference" if s == ref else schemes.differences(configs[ref], c) for s, c in enumerate(configs)]
+    return [x.replace("(critic)", "(synthesized critic values)") if synthesized_values else x for x in lines]
 
 
 # ---------------------------------------------------------------------------------------------- step table

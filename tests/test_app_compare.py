@@ -230,7 +230,8 @@ def test_six_schemes_keep_the_difference_view_readable() -> None:
     diff = _charts(at)["compare.diff"]
     assert diff["layout"]["height"] >= 110 + 52 * 5
     assert any("Showing the first 6 of 7 schemes." in c.value for c in at.caption)
-    assert "GAE (critic)" in _html(at) and "Dr.GRPO (no std)" not in _html(at)  # the 7th is left out
+    assert "GAE (synthesized critic values)" in _html(at)  # the sample's critic is made up
+    assert "Dr.GRPO (no std)" not in _html(at)  # the 7th is left out
 
 
 def test_step_rewards_are_what_per_step_discounts(kgqa) -> None:
@@ -247,3 +248,13 @@ def test_step_rewards_are_what_per_step_discounts(kgqa) -> None:
     assert frame["MC return G_k"].tolist() == pytest.approx([0.825 * 0.95**2, 0.825 * 0.95, 0.825])
     assert frame["A broadcast"].tolist() == pytest.approx([0.7548] * 3, abs=1e-4)
     assert frame["A per-step"].tolist() == pytest.approx([0.7341, 0.7341, 0.7455], abs=1e-4)
+
+
+def test_a_synthesized_critic_is_not_called_a_critic() -> None:
+    """NeMo Gym samples carry critic values the loader made up: GAE on them is labelled so, everywhere on Compare."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"page": "compare", "run": "nemo_gym/blackjack", "scheme": "grpo"})
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    body = _html(at)
+    assert "GAE (synthesized critic values)" in body and "GAE (critic)" not in body

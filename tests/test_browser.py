@@ -139,7 +139,13 @@ def test_token_view_first_paint(server: Server, context) -> None:
 EXPECTED = {
     "overview": ("Run overview", "Reward components", "Problems the loader reported"),
     "tokens": ("Token view", "Every token, every quantity", "Per turn"),
-    "compare": ("Compare schemes", "Aligned token rows", "GAE (critic)", "rLLM per-step", "Difference view"),
+    "compare": (
+        "Compare schemes",
+        "Aligned token rows",
+        "GAE (synthesized critic values)",
+        "rLLM per-step",
+        "Difference view",
+    ),
     "group": ("Group view", "Group mean", "Rollouts"),
     "designer": ("Reward designer", "Turn components", "exact_match"),
     "analytics": ("Run analytics", "Credit landing on info", "Length bias", "aggregation mode"),

@@ -81,7 +81,8 @@ def test_seed_001_table_and_aligned_grid(page) -> None:
 
 def test_kgqa_tool_tokens_hatched_and_out_of_the_differences(page) -> None:
     open_compare(page, "run=kgqa_multiturn&traj=q0-r0")
-    for text in ("GAE (critic)", "estimator: GRPO → GAE (critic)", "78 of 135 tokens in the loss"):
+    gae = "GAE (synthesized critic values)"  # the sample's critic values are made up, and the label says so
+    for text in (gae, f"estimator: GRPO → {gae}", "78 of 135 tokens in the loss"):
         assert_on_screen(page, text, "kgqa compare")
     assert_on_screen(page, "Differences over loss tokens only (78 of 135 tokens", "kgqa compare")
     grid = page.evaluate(GRID_JS)

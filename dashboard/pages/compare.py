@@ -66,7 +66,8 @@ if len(runs) < 2:
     st.stop()
 
 batch = services.batch(ctx.handle)
-labels = [compare_model.run_label(r.code, r.config) for r in runs]
+fake_critic = compare_model.synthesized_values(ctx.info)
+labels = [compare_model.run_label(r.code, r.config, fake_critic) for r in runs]
 export_title = widgets.export_title(labels)  # exported figures name the run, trajectory and schemes
 configs = [r.config for r in runs]
 results = [r.result for r in runs]
@@ -94,7 +95,7 @@ c2.toggle(
 )
 loss_only = bool(ss[K.CMP_LOSS_ONLY])
 loss = in_loss if loss_only else None
-notes = compare_model.differences_from(configs, ref)
+notes = compare_model.differences_from(configs, ref, fake_critic)
 
 cards = []
 for s, (name, note) in enumerate(zip(labels, notes, strict=True)):
