@@ -258,3 +258,14 @@ def test_a_synthesized_critic_is_not_called_a_critic() -> None:
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     body = _html(at)
     assert "GAE (synthesized critic values)" in body and "GAE (critic)" not in body
+
+
+def test_group_charts_drop_the_prefix_rollout_ids_share() -> None:
+    """NeMo Gym ids ("competitive_coding_challenges/task-0/rollout-1") left the group's bar charts a sliver."""
+    from dashboard.figures.groups import make_group_advantage_figure, short_ids
+
+    ids = ["competitive_coding_challenges/task-0/rollout-1", "competitive_coding_challenges/task-0/rollout-12"]
+    assert short_ids(ids) == ["…rollout-1", "…rollout-12"]
+    assert short_ids(["q0-r0", "q0-r1"]) == ["q0-r0", "q0-r1"] and short_ids(["a/x"]) == ["a/x"]
+    fig = make_group_advantage_figure(ids, np.array([0.5, -0.5]), 1)
+    assert list(fig.data[0].x) == ["…rollout-1", "▶ …rollout-12"]

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from dashboard.figures.groups import short_ids
 from dashboard.figures.tokens import TEXT_CELLS, hover_tokens, turn_starts
 from dashboard.theme import DIVERGING, SCHEME_COLORS, base_layout, symmetric_range
 from dashboard.tokens_html import escape
@@ -226,7 +227,7 @@ def make_group_scalar_figure(labels: Sequence[str], ids: Sequence[str], values: 
     """Each rollout of the group (x) and its trajectory advantage under each scheme (grouped bars)."""
     labels = [escape(x) for x in labels]
     fig = go.Figure()
-    x = [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(ids)]
+    x = [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(short_ids(ids))]
     for s, name in enumerate(labels):
         fig.add_bar(
             x=x,

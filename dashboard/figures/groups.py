@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,8 +22,23 @@ from dashboard.tokens_html import escape
 OUT_OF_LOSS = "#cfd4d9"  # tokens outside the loss mask (no gradient flows there)
 
 
+SEPARATORS = "/:|"  # path-like parts only: "rollout-1" stays whole
+
+
+def short_ids(ids: Sequence[str]) -> list[str]:
+    """The group's rollout ids without the prefix they share, cut at a separator ("…/rollout-1" for
+    "competitive_coding_challenges/task-0/rollout-1"): long shared prefixes left the bar charts a sliver at 1024 px.
+    Ids stay distinct; one id alone is kept whole."""
+    ids = [str(i) for i in ids]
+    if len(ids) < 2:
+        return ids
+    common = len(os.path.commonprefix(ids))
+    cut = max((k + 1 for k in range(common) if ids[0][k] in SEPARATORS), default=0)
+    return ["…" + i[cut:] for i in ids] if cut > 3 else ids
+
+
 def _labels(ids: Sequence[str], selected: int) -> list[str]:
-    return [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(ids)]
+    return [("▶ " if j == selected else "") + escape(i) for j, i in enumerate(short_ids(ids))]
 
 
 def make_group_scores_figure(
