@@ -1,8 +1,8 @@
 """The compare page's model: which schemes the default comparison holds (the sidebar's scheme varied one thing at a
 time), what each one is called given what really ran, the rLLM step table, and the token-aligned HTML grid.
 
-Pure except ``option_label`` (a multiselect ``format_func``: it reads the page context from session state) and
-``step_results`` (computes through the cached ``services``)."""
+Pure except ``step_results`` (computes through the cached ``services``); ``option_label`` fills a scheme's
+conventions through ``services.effective_config`` (no engine call)."""
 
 from __future__ import annotations
 
@@ -77,23 +77,21 @@ def synthesized_values(info) -> bool:
     return any(field == "values" and n > 0 for field, n in info.synthesized)
 
 
-def option_label(code: str) -> str:
-    """The Schemes multiselect's ``format_func``: the label of what this run would compute for ``code``."""
-    import streamlit as st
-
+def option_label(code: str, info=None, value_source: str | None = None) -> str:
+    """The Schemes multiselect's ``format_func`` (bound to the run's ``info``, a ``tables.RunInfo``, and the
+    sidebar's ``value_source`` with ``functools.partial``): the label of what this run would compute for ``code``.
+    Bound, not read from the session, so the label is the same wherever Streamlit formats the value."""
     from dashboard import services
-    from dashboard.state import K
 
-    ctx = st.session_state.get(K.CONTEXT)
     if code == schemes.AUTO:
         return schemes.AUTO_LABEL
-    if ctx is None:
+    if info is None:
         return schemes.label(code)
     try:
-        eff = services.effective_config(ctx.info, schemes.decode(code), ctx.config.value_source)
+        eff = services.effective_config(info, schemes.decode(code), value_source)
     except (ValueError, KeyError):
         return schemes.label(code)
-    return run_label(code, eff, synthesized_values(ctx.info))
+    return run_label(code, eff, synthesized_values(info))
 
 
 def differences_from(configs: Sequence[CreditConfig], ref: int, synthesized_values: bool = False) -> list[str]:

@@ -1,5 +1,7 @@
 """Compare schemes: the same trajectory and its group under 2–6 credit schemes, side by side."""
 
+import functools
+
 import streamlit as st
 
 from dashboard import analysis, compare_model, schemes, services, widgets
@@ -33,7 +35,8 @@ st.multiselect(
     "Schemes (2–6)",
     options,
     key=K.SCHEMES,
-    format_func=compare_model.option_label,
+    # bound to the run, not read from the session: a callback module's function keeps no page globals alive
+    format_func=functools.partial(compare_model.option_label, info=ctx.info, value_source=ctx.config.value_source),
     max_selections=6,
     help="'Sidebar scheme, one change at a time' follows the sidebar (its profile, std convention, placement, KL) "
     "and varies only the rLLM mode, then the estimator (GAE, on runs with a critic). Presets and your own schemes "
