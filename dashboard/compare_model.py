@@ -56,8 +56,12 @@ def run_label(code: str, effective: CreditConfig | None, synthesized_values: boo
     """What ran, in words: the preset's name (or the code in words) when the run computed the code as written;
     the effective scheme in words when the run needed a stand-in ("GAE (values = zeros, no critic)"). A critic the
     loader made up (``synthesized_values``) is called so: "GAE (synthesized critic values)"."""
-    label = _run_label(code, effective)
-    return label.replace("(critic)", "(synthesized critic values)") if synthesized_values else label
+    return _critic_named(_run_label(code, effective), synthesized_values)
+
+
+def _critic_named(text: str, synthesized_values: bool) -> str:
+    """``text`` (a label or a what-differs line) with "(critic)" said as what it is when the loader made it up."""
+    return text.replace("(critic)", "(synthesized critic values)") if synthesized_values else text
 
 
 def _run_label(code: str, effective: CreditConfig | None) -> str:
@@ -98,7 +102,7 @@ def differences_from(configs: Sequence[CreditConfig], ref: int, synthesized_valu
     """One line per scheme: what differs from the reference scheme ``ref`` ("reference" for itself); a critic the
     loader made up is called so."""
     lines = ["reference" if s == ref else schemes.differences(configs[ref], c) for s, c in enumerate(configs)]
-    return [x.replace("(critic)", "(synthesized critic values)") if synthesized_values else x for x in lines]
+    return [_critic_named(x, synthesized_values) for x in lines]
 
 
 # ---------------------------------------------------------------------------------------------- step table

@@ -1,15 +1,13 @@
 """The Learn page's worked examples, built from the two source documents' own numbers and run through the engine.
 
-* KG-R1's structured-reward write-up (seed 000) writes one reward dict: turn rewards {1: 0.15, 2: 0.20, ...},
-  global rewards {exact_match: 0.3, retrieval_quality: 0.4, _raw_exact_match: 0.6 (log only)}, total_score 0.65,
-  and the rule total = mean(turn rewards) + Σ global. ``kgr1_example`` puts exactly those values on a tiny
-  two-turn trajectory (tokens made up here: the document gives rewards, not text) plus two variants that answer
-  wrongly, so GRPO has a group, and runs ``compute_credit`` on it for every step of the pipeline.
-* rLLM's three-advantage-modes write-up (seed 001) writes rewards 1.0 / 0.0, trajectory advantages ±0.5, the
-  same ±0.5 broadcast to each of the three steps, and per-step Monte-Carlo returns 1.0, 0.95, 0.9025 (γ = 0.95)
-  and 0, 0, 0. ``rllm_doc_table`` sets those beside the engine's numbers on the sample run.
-
-Pure: no Streamlit. Everything is small (3 trajectories × 24 tokens) and computed on the CPU.
+* A write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53) writes one reward dict: turn
+  rewards {1: 0.15, 2: 0.20, ...}, global rewards {exact_match: 0.3, retrieval_quality: 0.4, _raw_exact_match:
+  0.6 (log only)}, total_score 0.65, and the rule total = mean(turn rewards) + Σ global. ``kgr1_example`` puts
+  exactly those values on a tiny two-turn trajectory (tokens made up here: the document gives rewards, not text)
+  plus two variants that answer wrongly, so GRPO has a group, and runs ``compute_credit`` on it for every step.
+* Notes on rLLM's three advantage modes (rLLM agent_ppo_trainer.py) write rewards 1.0 / 0.0, trajectory
+  advantages ±0.5, the same ±0.5 broadcast to each of the three steps, and per-step Monte-Carlo returns 1.0, 0.95,
+  0.9025 (γ = 0.95) and 0, 0, 0. ``rllm_doc_table`` sets those beside the engine's numbers on the sample run.
 """
 
 from __future__ import annotations
@@ -23,14 +21,15 @@ from dashboard.theme import MONO_FAMILY, diverging_css
 from dashboard.tokens_html import escape
 from engine import CreditConfig, CreditResult, compute_credit
 from engine.batch import TrajectoryBatch
+from engine.config import PROFILES
 from engine.io.model import Segment, Trajectory
 from engine.io.run import Run
 
-# ------------------------------------------------------------------------------------------------ seed 000
+# ---------------------------------------------------------------------------- KG-R1's structured-reward write-up
 DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 0.20, ...}
 DOC_GLOBAL_REWARDS: dict[str, float] = {"exact_match": 0.3, "retrieval_quality": 0.4, "_raw_exact_match": 0.6}
 DOC_TOTAL_SCORE = 0.65  # total_score as the document writes it
-KGR1_EXCLUDE = ("_raw_",)  # KG-R1 leaves out only '_raw_' keys (SPEC §3.5)
+KGR1_EXCLUDE = PROFILES["kg-r1"]["global_exclude_prefixes"]  # KG-R1 leaves out only '_raw_' keys
 TURN_COMPONENT = "turn_reward"  # the document gives one number per turn: one component of weight 1
 
 # The example's tokens (one word = one token). Turn 1: think + a KG query, answered by an <information> block;
@@ -293,7 +292,7 @@ def value_tokens_html(tokens, roles, values, vmax: float, digits: int = 4, label
     return "".join(out)
 
 
-# ------------------------------------------------------------------------------------------------ seed 001
+# ------------------------------------------------------------------------- rLLM's three advantage modes, noted
 RLLM_GAMMA = 0.95
 DOC_RLLM_REWARDS = (1.0, 0.0)  # rollout 1 answers "4" (correct), rollout 2 answers "5"
 DOC_RLLM_TRAJ_ADV = (0.5, -0.5)  # trajectory-level, and broadcast to each of the 3 steps

@@ -1,6 +1,6 @@
 """How fast the dashboard answers, in a real browser: ``python scripts/bench_dashboard.py [--rounds 5] [--quick]``.
 
-One run measures three things against targets (issue 12), each against a baseline measured in the same run:
+One run measures three things against targets (printed beside each), each against a baseline measured in the same run:
 
 (a) Interactions on a 64 × 2,048-token run (``engine.io.synth.synth_run(64, 2048, seed=0)`` saved in a temporary
     ``CREDITLENS_DATA_DIR``): the sidebar trajectory, estimator and rLLM stepwise mode, the λ slider and a Reward

@@ -14,6 +14,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,28 @@ def unavailable(reason: str):
 def require_chromium() -> None:
     if not Path(CHROMIUM).exists():
         unavailable(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+
+
+@contextmanager
+def chromium():
+    """Debian's Chromium through Playwright's sync API, for a module fixture: skips (locally) or fails (in CI) when
+    it cannot run; closed on exit."""
+    require_chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as e:  # pragma: no cover - requirements-dev pins playwright
+        unavailable(f"playwright is not installed ({e})")
+    pw = sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
+    except Exception as e:  # noqa: BLE001 - any launch failure means the same thing here
+        pw.stop()
+        unavailable(f"Chromium did not start: {e}")
+    try:
+        yield browser
+    finally:
+        browser.close()
+        pw.stop()
 
 
 def free_port() -> int:

@@ -11,37 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_support import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    DONE_JS,
-    IDLE_JS,
-    Server,
-    require_chromium,
-    start_server,
-    stop_server,
-    unavailable,
-)
+from browser_support import CHROMIUM, DONE_JS, IDLE_JS, Server, chromium, start_server, stop_server
 
 LONG_RUN = "long64x2048.parquet"
 
 
 @pytest.fixture(scope="module")
 def browser():
-    require_chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as e:  # pragma: no cover - requirements-dev pins playwright
-        unavailable(f"playwright is not installed ({e})")
-    pw = sync_playwright().start()
-    try:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-    except Exception as e:  # noqa: BLE001 - any launch failure means the same thing here
-        pw.stop()
-        unavailable(f"Chromium did not start: {e}")
-    yield b
-    b.close()
-    pw.stop()
+    with chromium() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -8,30 +8,18 @@ Locally the module skips when Chromium is missing; with ``CI`` set it fails inst
 from __future__ import annotations
 
 import pytest
-from browser_support import CHROMIUM, CHROMIUM_ARGS, require_chromium, start_server, stop_server, unavailable
+from browser_support import CHROMIUM, chromium, start_server, stop_server
 from test_browser import assert_on_screen, no_exception, wait_idle
 
 
 @pytest.fixture(scope="module")
 def page():
-    require_chromium()
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as e:  # pragma: no cover - requirements-dev pins playwright
-        unavailable(f"playwright is not installed ({e})")
-    pw = sync_playwright().start()
-    try:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
-    except Exception as e:  # noqa: BLE001 - any launch failure means the same thing here
-        pw.stop()
-        unavailable(f"Chromium did not start: {e}")
-    server = start_server(env={"BROWSER_PATH": CHROMIUM})
-    p = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
-    p.base_url = server.url
-    yield p
-    browser.close()
-    pw.stop()
-    stop_server(server)
+    with chromium() as browser:
+        server = start_server(env={"BROWSER_PATH": CHROMIUM})
+        p = browser.new_context(viewport={"width": 1500, "height": 1000}).new_page()
+        p.base_url = server.url
+        yield p
+        stop_server(server)
 
 
 def open_compare(page, query: str) -> None:

@@ -84,8 +84,7 @@ designed = services.effective_config(
     base.value_source,
 )
 with right:
-    widgets.result_or_stop(ctx)
-    widgets.result_or_stop(ctx, designed)
+    results = [widgets.result_or_stop(ctx, base), widgets.result_or_stop(ctx, designed)]
     before = services.trajectory_summary(ctx.handle, base)
     after = services.trajectory_summary(ctx.handle, designed)
     changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
@@ -104,7 +103,7 @@ with right:
         width="content",
     )
     row.metric("Rows kept", f"{int(after['kept'].sum())}", width="content")
-    st.caption(tables.score_words(ctx.info, designed, services.compute(ctx.handle, designed).placement))
+    st.caption(tables.score_words(ctx.info, designed, results[1].placement))
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
     fig = make_before_after_figure(
         before["id"].tolist(),
@@ -125,7 +124,6 @@ with right:
         meta = ctx.handle.run.trajectories[ctx.traj].metadata
         st.html(badges.pills_html(flags, badges.synthesized_fields(meta), prefix=str(before.iloc[ctx.traj]["id"])))
     batch = services.batch(ctx.handle)
-    results = [services.compute(ctx.handle, base), services.compute(ctx.handle, designed)]
     adv = analysis.scheme_advantages(batch, results, ctx.traj)
     table = services.token_table(ctx.handle, base, ctx.traj)
     loss = analysis.scheme_loss_masks(batch, results, ctx.traj)  # grey where no gradient flows

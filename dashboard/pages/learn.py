@@ -1,8 +1,9 @@
 """Learn: a guided walkthrough for teaching, led by the two source documents' own numbers.
 
-(a) KG-R1's structured-reward write-up (seed 000): its literal reward dict on a tiny trajectory, every step run
-by the engine (``dashboard.teach``), then the sidebar's trajectory under the sidebar's scheme. (b) rLLM's
-three-advantage-modes write-up (seed 001): its table beside the engine's numbers on python_tool_two_rollouts."""
+(a) A write-up of KG-R1's structured multi-turn reward pipeline: its literal reward dict on a tiny trajectory,
+every step run by the engine (``dashboard.teach``), then the sidebar's trajectory under the sidebar's scheme.
+(b) Notes on rLLM's training flow, its three advantage modes: their table beside the engine's numbers on
+python_tool_two_rollouts."""
 
 import numpy as np
 import streamlit as st
@@ -67,7 +68,9 @@ with tab_a:
         "by the CreditLens engine on a tiny trajectory that carries exactly those values. Further down: "
         "**the same steps on your run**."
     )
-    st.caption("Source: KG-R1 structured multi-turn reward summary (seed 000).")
+    st.caption(
+        "Source: a write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53, ray_trainer_kg.py)."
+    )
 
     step(1, "Generation")
     st.markdown(
@@ -258,7 +261,8 @@ with tab_a:
         st.caption(
             "Left out here: "
             + ", ".join(tokens_html.escape(n) for n in kept_out)
-            + f" (bookkeeping). KG-R1's own code adds them to G (its bug, SPEC §3.5): under profile kg-r1 this "
+            + " (bookkeeping). KG-R1's own code adds them to G (its bug, KG-R1 7538a53, ray_trainer_kg.py): under "
+            "profile kg-r1 this "
             f"trajectory's total would be {f(score_turn + G + out_sum, 4)} instead of {f(score_turn + G, 4)}."
         )
     if leaks:
@@ -267,7 +271,7 @@ with tab_a:
             "**Pitfall, not the intended reward**: "
             + ", ".join(f"`{n.replace('`', '')}`" for n in leaks)
             + f" start with `_` but not `_raw_`. They are bookkeeping, yet KG-R1's code adds them to G "
-            f"(SPEC §3.5): total **{f(score_turn + G, 4)}** under profile kg-r1, against "
+            f"(KG-R1 7538a53, ray_trainer_kg.py): total **{f(score_turn + G, 4)}** under profile kg-r1, against "
             f"**{f(score_turn + G - leak_sum, 4)}** when every `_` key is left out (profile verl). A correct "
             "answer that used fewer KG turns can then score below a wrong one and get a negative advantage. "
             "Choose the verl profile in the sidebar to see the intended reward.",
@@ -361,7 +365,7 @@ with tab_b:
         "rollout 2 answers **5** (reward **0.0**). Each has three steps. The document's numbers stand beside the "
         f"engine's, computed on the sample run **{PYTHON_TOOL_SAMPLE}**."
     )
-    st.caption("Source: rLLM training-flow notes, three advantage modes (seed 001).")
+    st.caption("Source: notes on rLLM's training flow and its three advantage modes (rLLM agent_ppo_trainer.py).")
     try:
         h2 = services.open_run(RunRef("sample", PYTHON_TOOL_SAMPLE), {})
         info2 = services.run_info(h2)
