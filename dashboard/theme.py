@@ -104,22 +104,36 @@ def symmetric_range(values: np.ndarray, quantile: float = 0.99) -> float:
     return v if v > 0 else 1.0
 
 
+AXIS_STYLE = dict(gridcolor=GRID_COLOR, zerolinecolor=GRID_COLOR, linecolor=GRID_COLOR, automargin=True)
+
+
+def _merged(base: dict, extra: dict) -> dict:
+    """``base`` with ``extra`` written over it, nested dicts merged key by key (as ``update_layout`` merges)."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def base_layout(fig: go.Figure, height: int = 360, title: str | None = None, big: bool = False) -> go.Figure:
-    """The one layout every figure shares: readable fonts, tight margins, white background."""
+    """The one layout every figure shares: readable fonts, tight margins, white background, light grid lines on
+    every axis (automargin: Streamlit's chart theme turns it on in the page; exported images need it set here)."""
     size = 17 if big else 14
-    # Set directly rather than through template="plotly_white": resolving a template deep-copies it (~30 ms a
-    # figure), which a slider-driven page pays on every rerun.
-    fig.update_layout(
+    ours = dict(
         height=height,
         margin=dict(l=10, r=10, t=48 if title else 20, b=10),
         font=dict(family=FONT_FAMILY, size=size, color="#212121"),
-        title=dict(text=title, font=dict(size=size + 2), x=0.01, xanchor="left") if title else None,
+        title=dict(text=title, font=dict(size=size + 2), x=0.01, xanchor="left") if title else {},
         paper_bgcolor="white",
         plot_bgcolor="white",
         legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
         hoverlabel=dict(font=dict(family=MONO_FAMILY, size=13)),
     )
-    # automargin: Streamlit's chart theme turns it on in the page; exported images (kaleido) need it set here
-    fig.update_xaxes(gridcolor=GRID_COLOR, zerolinecolor=GRID_COLOR, linecolor=GRID_COLOR, automargin=True)
-    fig.update_yaxes(gridcolor=GRID_COLOR, zerolinecolor=GRID_COLOR, linecolor=GRID_COLOR, automargin=True)
+    # One assignment of the merged layout, not update_layout + update_xaxes + update_yaxes: each of those goes
+    # through Plotly's change dispatch (18-35 ms a figure, the largest part of building one; this takes ~8 ms).
+    # Not template="plotly_white" either: resolving a template deep-copies it (~30 ms a figure).
+    layout = fig.layout.to_plotly_json()
+    for name in {"xaxis", "yaxis", *(k for k in layout if k.startswith(("xaxis", "yaxis")))}:
+        ours[name] = AXIS_STYLE
+    fig.layout = _merged(layout, ours)
     return fig

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import exports, services
+from dashboard import exports, figcache, services
 from dashboard.services import RunHandle
 from dashboard.state import K
 from dashboard.tables import RunInfo
@@ -99,6 +99,13 @@ def add_custom_scheme() -> None:
         estimator=ss[K.CMP_NEW_ESTIMATOR], placement=ss[K.CMP_NEW_PLACEMENT], stepwise_mode=ss[K.CMP_NEW_MODE]
     )
     add_scheme(schemes.encode(cfg))
+
+
+def figure(build, *args, **kwargs) -> go.Figure:
+    """``build(*args, **kwargs)`` through the figure cache (``figcache``): built once per distinct input and
+    shared across sessions, except for an upload's figures, which stay in this session. Read-only."""
+    ctx = context()
+    return figcache.figure(build, *args, session_only=ctx is None or ctx.handle.session_only, **kwargs)
 
 
 def chart(fig: go.Figure, key: str, name: str, export: bool = True, title: str | None = None) -> None:

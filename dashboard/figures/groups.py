@@ -42,10 +42,16 @@ def _labels(ids: Sequence[str], selected: int) -> list[str]:
 
 
 def make_group_scores_figure(
-    ids: Sequence[str], scores: np.ndarray, mean: float, std: float, verdicts: np.ndarray, selected: int
+    ids: Sequence[str],
+    scores: np.ndarray,
+    mean: float,
+    std: float,
+    verdicts: np.ndarray,
+    selected: int,
+    title: str | None = None,
 ) -> go.Figure:
     """Bars = each rollout's score, coloured by its group's rejection-sampling verdict; a line at the group
-    mean and a band of ± one std."""
+    mean and a band of ± one std; ``title`` replaces the default one (mean and std)."""
     x = _labels(ids, selected)
     colors = [VERDICT_COLORS.get(int(v), "#777") for v in verdicts]
     fig = go.Figure(
@@ -62,10 +68,12 @@ def make_group_scores_figure(
     fig.add_hrect(y0=mean - std, y1=mean + std, fillcolor="#90a4ae", opacity=0.18, line_width=0)
     fig.add_hline(y=mean, line=dict(color=GROUP_MEAN_COLOR, width=2, dash="dash"))
     fig.update_yaxes(title_text="score")
-    return base_layout(fig, height=340, title=f"group mean {mean:.3g} (dashed) ± std {std:.3g} (band)")
+    return base_layout(fig, height=340, title=title or f"group mean {mean:.3g} (dashed) ± std {std:.3g} (band)")
 
 
-def make_group_advantage_figure(ids: Sequence[str], adv: np.ndarray, selected: int) -> go.Figure:
+def make_group_advantage_figure(
+    ids: Sequence[str], adv: np.ndarray, selected: int, ytitle: str = "trajectory advantage"
+) -> go.Figure:
     """Each rollout's trajectory advantage (mean over its loss tokens), on the diverging colour scale."""
     vmax = symmetric_range(adv, 1.0)
     colors, _ = diverging_css(adv, vmax)
@@ -79,7 +87,7 @@ def make_group_advantage_figure(ids: Sequence[str], adv: np.ndarray, selected: i
         )
     )
     fig.add_hline(y=0, line=dict(color="#455a64", width=1))
-    fig.update_yaxes(title_text="trajectory advantage")
+    fig.update_yaxes(title_text=ytitle)
     return base_layout(fig, height=320)
 
 

@@ -138,7 +138,10 @@ st.html(compare_model.grid_legend_html(vmax))
 if n_tok > win:
     st.caption(f"Tokens {start}–{stop - 1} of {n_tok} ({win} at a time: move the slider); the heatmap below shows all.")
 widgets.chart(
-    make_scheme_rows_figure(labels, adv, tokens, turns, loss=loss), "compare.rows", "compare_rows", title=export_title
+    widgets.figure(make_scheme_rows_figure, labels, adv, tokens, turns, loss=loss),
+    "compare.rows",
+    "compare_rows",
+    title=export_title,
 )
 
 rows = analysis.group_members(batch, ctx.traj)
@@ -177,7 +180,10 @@ if n_turns >= 2:
 
 st.subheader("Advantage by position")
 widgets.chart(
-    make_advantage_lines_figure(labels, adv, turns, loss=loss), "compare.lines", "compare_lines", title=export_title
+    widgets.figure(make_advantage_lines_figure, labels, adv, turns, loss=loss),
+    "compare.lines",
+    "compare_lines",
+    title=export_title,
 )
 
 st.subheader("Difference view")
@@ -190,7 +196,7 @@ st.caption(
     else f"Differences over all {n_tok} tokens, including tokens outside the loss (switch on 'Loss tokens only')."
 )
 widgets.chart(
-    make_difference_figure(labels, adv, ref, tokens, loss=loss, notes=notes),
+    widgets.figure(make_difference_figure, labels, adv, ref, tokens, loss=loss, notes=notes),
     "compare.diff",
     "compare_difference",
     title=export_title,
@@ -200,14 +206,22 @@ st.subheader("Credit per turn")
 mode = st.segmented_control("Per turn", ["per token", "total"], key=K.CMP_TURN_MODE) or "per token"
 credit = analysis.scheme_turn_credit(batch, results, ctx.traj, per_token=mode == "per token")
 ylabel = "mean advantage per loss token" if mode == "per token" else "Σ advantage over loss tokens"
-widgets.chart(make_turn_credit_figure(labels, credit, ylabel), "compare.turns", "compare_turns", title=export_title)
+widgets.chart(
+    widgets.figure(make_turn_credit_figure, labels, credit, ylabel),
+    "compare.turns",
+    "compare_turns",
+    title=export_title,
+)
 
 st.subheader("The group")
 ids = [batch.trajectory_ids[j] for j in rows]
 group_adv = analysis.scheme_group_advantages(results, rows)
 selected = int((rows == ctx.traj).nonzero()[0][0])
 widgets.chart(
-    make_group_scalar_figure(labels, ids, group_adv, selected), "compare.group", "compare_group", title=export_title
+    widgets.figure(make_group_scalar_figure, labels, ids, group_adv, selected),
+    "compare.group",
+    "compare_group",
+    title=export_title,
 )
 with st.expander("Scheme details"):
     for name, r in zip(labels, runs, strict=True):

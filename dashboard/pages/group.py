@@ -96,33 +96,38 @@ c1, c2 = st.columns(2)
 with c1:
     st.subheader("Scores")
     st.caption(tables.score_words(ctx.info, ctx.config, res.placement))
-    fig = make_group_scores_figure(
+    if me["singleton"]:  # the dashed line is verl's stand-in mean 0, the baseline GRPO subtracts
+        title = "singleton: GRPO's baseline 0 (dashed)"
+    elif me["zero variance"]:
+        title = f"all scored {float(me['group mean']):.3g}: zero variance"
+    else:  # shorter than the figure's own title, which a 1024 px window cuts off
+        title = f"mean {float(me['group mean']):.3g} (dashed) ± std {float(me['group std']):.3g}"
+    fig = widgets.figure(
+        make_group_scores_figure,
         group["id"].tolist(),
         group["score"].to_numpy(),
         float(me["group mean"]),
         0.0 if me["singleton"] else float(me["group std"]),  # no band for verl's stand-in std 1
         group["verdict"].to_numpy(),
         selected,
+        title=title,
     )
-    if me["singleton"]:  # the dashed line is verl's stand-in mean 0, the baseline GRPO subtracts
-        fig.update_layout(title_text="singleton: GRPO's baseline 0 (dashed)")
-    elif me["zero variance"]:
-        fig.update_layout(title_text=f"all scored {float(me['group mean']):.3g}: zero variance")
-    else:  # shorter than the figure's own title, which a 1024 px window cuts off
-        fig.update_layout(title_text=f"mean {float(me['group mean']):.3g} (dashed) ± std {float(me['group std']):.3g}")
     widgets.chart(fig, "group.scores", "group_scores")
 with c2:
     st.subheader("Advantage")
-    adv_fig = make_group_advantage_figure(group["id"].tolist(), group["advantage"].to_numpy(), selected)
     # long rollout ids (tick labels) leave a short plot, and "trajectory advantage" overran it at 1024 px
-    adv_fig.update_yaxes(title_text="advantage")
+    adv_fig = widgets.figure(
+        make_group_advantage_figure, group["id"].tolist(), group["advantage"].to_numpy(), selected, ytitle="advantage"
+    )
     widgets.chart(adv_fig, "group.advantage", "group_advantage")
 
 st.subheader("Advantage by token, every rollout")
 adv = analysis.group_advantage_matrix(batch, res, rows)
 loss = analysis.group_loss_matrix(batch, res, rows)  # grey where no gradient flows
 widgets.chart(
-    make_group_heatmap_figure(group["id"].tolist(), adv, selected, loss=loss), "group.heatmap", "group_heatmap"
+    widgets.figure(make_group_heatmap_figure, group["id"].tolist(), adv, selected, loss=loss),
+    "group.heatmap",
+    "group_heatmap",
 )
 
 st.subheader("Rollouts")

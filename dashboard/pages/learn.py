@@ -15,7 +15,7 @@ from dashboard.state import K
 from dashboard.theme import symmetric_range
 from engine import CreditConfig, get_estimator
 
-PYTHON_TOOL_SAMPLE = "python_tool_two_rollouts"
+PYTHON_TOOL_SAMPLE = teach.RLLM_SAMPLE
 TAIL = 160  # tokens of a long trajectory shown in the "your run" boxes: the last ones, where final_token_only acts
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
@@ -451,7 +451,11 @@ with tab_b:
         loss = np.stack([np.pad(m, (0, width - len(m)), constant_values=False) for m in losses])
         turns = services.token_table(h2, next(iter(results.values())).config, shown[0])["turn"].to_numpy()
         st.markdown("**Every token under each mode** (rows: mode · rollout; dotted lines: the first rollout's steps)")
-        widgets.chart(make_scheme_rows_figure(labels, adv, [""] * width, turns, loss=loss), "learn.modes", "rllm_modes")
+        widgets.chart(
+            widgets.figure(make_scheme_rows_figure, labels, adv, [""] * width, turns, loss=loss),
+            "learn.modes",
+            "rllm_modes",
+        )
         last = list(results)[-1]
         st.markdown(f"**{last}**, token by token: each step gets its own advantage")
         vmax = symmetric_range(adv[np.isfinite(adv)])

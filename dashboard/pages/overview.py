@@ -47,7 +47,9 @@ components = services.reward_components(ctx.handle, plotted if sample_note else 
 if components.empty:
     st.info("This run has no named reward components (only token scores or none).")
 else:
-    widgets.chart(make_component_histograms_figure(components), "overview.components", "reward_components")
+    widgets.chart(
+        widgets.figure(make_component_histograms_figure, components), "overview.components", "reward_components"
+    )
     if sample_note:
         st.caption(sample_note)
 
@@ -58,19 +60,23 @@ st.subheader("Scores and sizes")
 c1, c2, c3 = st.columns(3)
 with c1:
     widgets.chart(
-        make_distribution_figure(shown["score"].to_numpy(), tables.score_words(ctx.info, ctx.config, res.placement)),
+        widgets.figure(
+            make_distribution_figure, shown["score"].to_numpy(), tables.score_words(ctx.info, ctx.config, res.placement)
+        ),
         "overview.scores",
         "scores",
     )
 with c2:
     widgets.chart(
-        make_distribution_figure(shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]),
+        widgets.figure(
+            make_distribution_figure, shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]
+        ),
         "overview.advantage",
         "advantages",
     )
 with c3:
     widgets.chart(
-        make_distribution_figure(shown["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
+        widgets.figure(make_distribution_figure, shown["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
         "overview.lengths",
         "lengths",
     )

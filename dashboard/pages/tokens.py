@@ -122,7 +122,7 @@ show_heat = st.toggle(
 if show_heat:
     st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]
     rows = st.multiselect("Heatmap rows", quantities, key=K.HEAT_ROWS)
-    widgets.chart(make_token_heatmap_figure(table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
+    widgets.chart(widgets.figure(make_token_heatmap_figure, table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
 
 st.subheader("Per turn")
 st.dataframe(
