@@ -28,6 +28,7 @@ from engine.io.run import Run
 # ---------------------------------------------------------------------------- KG-R1's structured-reward write-up
 DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 0.20, ...}
 DOC_GLOBAL_REWARDS: dict[str, float] = {"exact_match": 0.3, "retrieval_quality": 0.4, "_raw_exact_match": 0.6}
+RLLM_SAMPLE = "python_tool_two_rollouts"  # the sample run tab (b) computes rLLM's three modes on
 DOC_TOTAL_SCORE = 0.65  # total_score as the document writes it
 KGR1_EXCLUDE = PROFILES["kg-r1"]["global_exclude_prefixes"]  # KG-R1 leaves out only '_raw_' keys
 TURN_COMPONENT = "turn_reward"  # the document gives one number per turn: one component of weight 1

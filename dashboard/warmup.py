@@ -35,7 +35,8 @@ FIRST_PAGE_WAIT_S = 30  # Plotly's first figure waits this long at most for the 
 # The default tokenizer is loaded once no page run has ended for TOKENIZER_IDLE_S (someone reading a page, not
 # clicking), or after TOKENIZER_MAX_WAIT_S at the latest: its import holds the GIL for seconds, and a click
 # during it waits (64 x 2,048 run, the benchmark clicking on: the first trajectory change took 2.9 s, not 0.8 s,
-# with a 2 s threshold). Whichever comes first pays it once: this load, or the first Diagnostics visit.
+# with a 2 s threshold). Whichever comes first pays it once: this load, or the first page that needs it (the
+# Diagnostics page needs only the backend, ~0.6 s).
 TOKENIZER_IDLE_S = 5.0
 TOKENIZER_MAX_WAIT_S = 60.0
 # Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
@@ -123,22 +124,28 @@ def warm() -> float:
     seconds = time.perf_counter() - t0
     _first_page_done.wait(FIRST_PAGE_WAIT_S)  # no chart on the landing view: first paint first, then Plotly
     make_token_heatmap_figure(table, ["advantage"])  # plotly builds its validators on the first figure
+    from dashboard import teach
+    from dashboard.sources import RunRef
+
+    services.run_info(services.open_run(RunRef("sample", teach.RLLM_SAMPLE), {}))  # the Learn page's example run
     return seconds
 
 
 def preload_tokenizer(idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S) -> float:
-    """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer
-    (transformers' import and the converted Qwen vocabulary, 3-5 s of CPU); returns the seconds the load took.
-    Otherwise the first Diagnostics visit pays it (its retokenization check: 5.1 s of a 5.2 s page run on a
-    64 x 2,048 run). Through the services' lock, so a session that needs a tokenizer meanwhile waits for this
-    load instead of importing transformers beside it."""
+    """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer:
+    first its ``tokenizers`` backend (~0.6 s: all the Diagnostics page's retokenization check needs, see
+    ``engine.io.tokenize.get_backend``), then the ``transformers`` tokenizer that loaders filling in ids or text
+    use (its import, 2-4 s of CPU). Returns the seconds both took. Whatever is not loaded yet is loaded by the
+    first page that needs it. Through the services' lock, so a session that needs a tokenizer meanwhile waits
+    for this load instead of importing transformers beside it."""
     deadline = time.monotonic() + max_wait
     while time.monotonic() < deadline and time.monotonic() - _last_page_end[0] < idle:
         time.sleep(min(0.25, idle))
     from dashboard import services
-    from engine.io.tokenize import get_tokenizer
+    from engine.io.tokenize import get_backend, get_tokenizer
 
     t0 = time.perf_counter()
+    services._tokenizer_safe(get_backend, None)
     services._tokenizer_safe(get_tokenizer, None)
     return time.perf_counter() - t0
 

@@ -92,6 +92,22 @@ def ratio_line(name: str, alone: Sequence[float], together: Sequence[float], tar
     )
 
 
+def projection_line(
+    alone: Sequence[float], alone_server: Sequence[float], server_cpu_alone: float, server_cpu_together: float
+) -> str:
+    """What eight people on eight machines would see, from this run's measurements: each browser's own part
+    (``B`` = median settle time alone − median server run alone) no longer shares the server's cores, and the
+    eight server runs are serialized (one Python process: ``N`` × the server CPU of a render made together).
+    A projection, not a measurement; the target is judged on the measured ratios above."""
+    b = max(summary(alone)[0] - summary(alone_server)[0], 0.0)
+    one, all_ = b + server_cpu_alone, b + SESSIONS * server_cpu_together
+    return (
+        f"projected, each browser on its own machine: alone {one:.2f} s (browser {b:.2f} + server "
+        f"{server_cpu_alone:.2f}), {SESSIONS} at once {all_:.2f} s (browser + {SESSIONS} × server "
+        f"{server_cpu_together:.2f}): ratio {all_ / one:.2f}x (a projection; not the measured target)"
+    )
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process ``pid`` (0 when it is gone)."""
     try:
@@ -297,13 +313,17 @@ async def concurrency(browser, url: str, rounds: int, server_pid: int) -> list[s
     # The server's part alone (script run start → end as each page saw it): what eight people on eight machines
     # would wait for, without the eight browsers sharing this machine's cores.
     lines.append(ratio_line("server runs only", server_runs["alone"], server_runs["together"], CONCURRENT_RATIO))
+    per_render = {}
     for kind, rows in cpu.items():
         renders = sum(n for *_, n in rows)
         srv, br = sum(s for s, _, _ in rows), sum(b for _, b, _ in rows)
+        per_render[kind] = srv / renders
         lines.append(
             f"CPU per page render ({kind}): server {srv / renders:.2f} s, browser {br / renders:.2f} s "
             f"({renders} renders)"
         )
+    every_alone = [t for title in CONCURRENT_PAGES for t in alone[title]]
+    lines.append(projection_line(every_alone, server_runs["alone"], per_render["alone"], per_render["together"]))
     return lines
 
 

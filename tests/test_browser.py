@@ -186,7 +186,9 @@ def test_slider_rerender(server: Server, context) -> None:
     page.goto(f"{server.url}/?page=designer&run=data:{LONG_RUN}", wait_until="commit")
     wait_idle(page)
     no_exception(page, "designer on the long run")
-    assert "64" in page.inner_text("[data-testid='stMain']")
+    kept = page.locator("[data-testid='stMetric']", has_text="Rows kept").locator("[data-testid='stMetricValue']")
+    kept.wait_for(timeout=30_000)  # metrics can draw after the idle check on a loaded machine
+    assert kept.inner_text().strip() == "64"
     slider = page.locator("[data-testid='stMain'] input[type='range'][aria-label='reward']")
     metric = page.locator("[data-testid='stMetric']", has_text="Mean score").locator("[data-testid='stMetricValue']")
     times = []

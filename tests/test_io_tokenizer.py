@@ -118,3 +118,30 @@ def test_local_tokenizer_json_path(tmp_path):
 
     tok = get_tokenizer(str(default_tokenizer_file("qwen3")))
     assert encode_many(tok, ["<|im_end|>hi<think>"])[0].tolist() == [151645, 6023, 151667]
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "qwen3"])
+def test_backend_without_transformers_encodes_and_decodes_the_same(name):
+    """get_backend (the retokenization lint's tokenizer, read without importing transformers) is the same
+    tokenizer as get_tokenizer's backend: the same vocabulary, merges and added tokens (only the post-processor,
+    which adds nothing without special tokens, differs) and the same ids and texts on real rollouts."""
+    import json
+    import unicodedata
+
+    from engine.io.tokenize import get_backend
+
+    backend, full = get_backend(name), get_tokenizer(name)
+    assert get_backend(name) is backend and type(backend).__module__ == "tokenizers"
+    ours, theirs = json.loads(backend.to_str()), json.loads(full.backend_tokenizer.to_str())
+    assert {k: v for k, v in ours.items() if k != "post_processor"} == {
+        k: v for k, v in theirs.items() if k != "post_processor"
+    }
+    texts = TEXTS + [line for line in (NEMO / "math_with_code.jsonl").read_text().splitlines()[:3]]
+    ids = encode_many(backend, texts)
+    assert [x.tolist() for x in ids] == [x.tolist() for x in encode_many(full, texts)]
+    assert ids[2].tolist()[0] == 151644  # <|im_start|> is one added token, not split
+    decoded = decode_many(backend, ids)
+    assert decoded == decode_many(full, ids)
+    assert decoded[1] != texts[1] and decoded[1] == unicodedata.normalize("NFC", texts[1])  # Qwen normalizes to NFC
+    assert decoded[:1] + decoded[2:] == texts[:1] + texts[2:]
+    assert get_backend("Qwen") is get_backend("qwen2.5") and get_backend(None) is get_backend("default")

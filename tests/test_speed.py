@@ -63,6 +63,10 @@ def test_bench_helpers() -> None:
     line = bench_dashboard.ratio_line("Token view", [1.0, 1.2], [2.0, 2.6, 3.0], 2.0)
     assert "ratio 2.36x" in line and line.endswith("MISSED")
     assert bench_dashboard.cpu_seconds(-1) == 0.0
+    # browser part 0.8 - 0.2 = 0.6 s; alone 0.6 + 0.15 = 0.75 s; 8 at once 0.6 + 8 x 0.1 = 1.4 s
+    proj = bench_dashboard.projection_line([0.7, 0.8, 0.9], [0.2, 0.2], 0.15, 0.1)
+    assert "alone 0.75 s" in proj and "8 at once 1.40 s" in proj and "ratio 1.87x" in proj
+    assert "not the measured target" in proj
 
 
 def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeypatch) -> None:
@@ -71,6 +75,7 @@ def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeyp
 
     calls = []
     monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: calls.append(("tokenizer", name)))
+    monkeypatch.setattr(tokenize, "get_backend", lambda name=None: calls.append(("backend", name)))
     real = services._tokenizer_safe
 
     def safe(fn, *args):
@@ -79,7 +84,7 @@ def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeyp
 
     monkeypatch.setattr(services, "_tokenizer_safe", safe)
     assert warmup.preload_tokenizer(idle=0) >= 0
-    assert calls == [("lock", "<lambda>"), ("tokenizer", None)]
+    assert calls == [("lock", "<lambda>"), ("backend", None), ("lock", "<lambda>"), ("tokenizer", None)]
 
 
 def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeypatch) -> None:
@@ -90,6 +95,7 @@ def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeyp
 
     loaded = []
     monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: loaded.append(time.monotonic()))
+    monkeypatch.setattr(tokenize, "get_backend", lambda name=None: None)
     warmup.page_run_ended()
     t0 = time.monotonic()
     warmup.preload_tokenizer(idle=0.3)

@@ -39,13 +39,13 @@ def diff_region(ids: np.ndarray, other: np.ndarray) -> tuple[int, int]:
     needs=("run",),
 )
 def retokenization_mismatch(ctx: LintContext):
-    from engine.io.tokenize import decode_many, encode_many, get_tokenizer
+    from engine.io.tokenize import decode_many, encode_many, get_backend
 
     run = ctx.run
     trajs = getattr(run, "trajectories", None)
     if not trajs or len(trajs) != ctx.batch.batch_size:
         return None
-    tok = get_tokenizer(getattr(run, "tokenizer", None))
+    tok = get_backend(getattr(run, "tokenizer", None))
     where, ids, texts = [], [], []
     for i, traj in enumerate(trajs):
         start = 0
