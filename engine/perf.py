@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import sys
 
 M_TRIM_THRESHOLD = -1
@@ -20,14 +21,24 @@ MMAP_THRESHOLD_BYTES = 64 << 20  # blocks up to 64 MiB come from the reusable he
 TRIM_THRESHOLD_BYTES = 512 << 20  # free heap above 512 MiB is still returned to the OS
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once: ``ctypes.util.find_library`` runs ``ldconfig -p`` in a subprocess on each
+    call, and the dashboard releases memory at the end of every page run (eight sessions on two busy cores:
+    each page run waited for its own ldconfig). None where it cannot be loaded."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
 def tune_allocator() -> bool:
     """Raise glibc's mmap and trim thresholds; True when applied (Linux with glibc), False elsewhere."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl or another libc without mallopt
+        mallopt = _libc().mallopt
+    except AttributeError:  # no libc, or musl or another libc without mallopt
         return False
     ok = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1
     return ok and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES) == 1
@@ -41,6 +52,6 @@ def release_free_memory() -> None:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-        except (OSError, AttributeError):
+            _libc().malloc_trim(0)
+        except AttributeError:  # no libc, or one without malloc_trim
             pass

@@ -104,3 +104,21 @@ def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeyp
     warmup.page_run_ended()
     warmup.preload_tokenizer(idle=5, max_wait=0.2)  # never idle: loads at the deadline
     assert loaded and loaded[0] - t0 < 4
+
+
+def test_memory_release_looks_the_c_library_up_once(monkeypatch) -> None:
+    """find_library runs `ldconfig -p` in a subprocess: the end of every page run must not pay for it again."""
+    import ctypes.util
+
+    from engine import perf
+
+    real, calls = ctypes.util.find_library, []
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: calls.append(name) or real(name))
+    perf._libc.cache_clear()
+    try:
+        for _ in range(5):
+            perf.release_free_memory()
+        assert perf.tune_allocator() in (True, False)
+        assert calls == ["c"]
+    finally:
+        perf._libc.cache_clear()
