@@ -122,3 +122,26 @@ def test_memory_release_looks_the_c_library_up_once(monkeypatch) -> None:
         assert calls == ["c"]
     finally:
         perf._libc.cache_clear()
+
+
+def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) -> None:
+    """After the warm-up, the libraries' objects are out of the garbage collector's full walks (Streamlit runs
+    one after every page run): frozen once, after warm() and before the tokenizer's own load."""
+    import gc
+
+    from dashboard import warmup
+
+    order = []
+    monkeypatch.setattr(warmup, "warm", lambda: order.append("warm") or 0.0)
+    monkeypatch.setattr(warmup, "preload_tokenizer", lambda: order.append("tokenizer") or 0.0)
+    real = warmup.freeze_imports
+    monkeypatch.setattr(warmup, "freeze_imports", lambda: order.append("freeze") or 0)
+    warmup._run()
+    assert order == ["warm", "freeze", "tokenizer"]
+    try:
+        frozen = real()
+        assert frozen == gc.get_freeze_count() > 10_000  # torch, pandas, plotly, streamlit are imported here
+        assert len(gc.get_objects()) < frozen  # what the collector still walks: what came after
+    finally:
+        gc.unfreeze()
+    assert gc.get_freeze_count() == 0
