@@ -127,15 +127,6 @@ def warm() -> float:
     return seconds
 
 
-def open_examples() -> None:
-    """Open the Learn page's example run (after the tokenizer, at idle: opened right after the first page run it
-    competed with the browser's first paint, +0.2 s)."""
-    from dashboard import services, teach
-    from dashboard.sources import RunRef
-
-    services.run_info(services.open_run(RunRef("sample", teach.RLLM_SAMPLE), {}))
-
-
 def preload_tokenizer(idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S) -> float:
     """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer:
     first its ``tokenizers`` backend (~0.6 s: all the Diagnostics page's retokenization check needs, see
@@ -179,7 +170,6 @@ def _run() -> None:
         LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
         LOG.info("CreditLens warm-up: %d objects frozen out of the garbage collector's walks", freeze_imports())
         LOG.info("CreditLens warm-up: default tokenizer loaded in %.2f s", preload_tokenizer())
-        open_examples()
     except Exception:  # noqa: BLE001 - a failed warm-up only costs the first session its time
         LOG.warning("warm-up failed; the first session computes its view itself", exc_info=True)
 

@@ -136,9 +136,8 @@ def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) 
     monkeypatch.setattr(warmup, "preload_tokenizer", lambda: order.append("tokenizer") or 0.0)
     real = warmup.freeze_imports
     monkeypatch.setattr(warmup, "freeze_imports", lambda: order.append("freeze") or 0)
-    monkeypatch.setattr(warmup, "open_examples", lambda: order.append("examples"))
     warmup._run()
-    assert order == ["warm", "freeze", "tokenizer", "examples"]
+    assert order == ["warm", "freeze", "tokenizer"]
     try:
         frozen = real()
         assert frozen == gc.get_freeze_count() > 10_000  # torch, pandas, plotly, streamlit are imported here
