@@ -34,6 +34,7 @@ import torch
 from dashboard import bigrun, budget, diagnostics, sources, tables
 from dashboard.sources import RunRef
 from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
+from engine.credit import with_loss_agg_mode
 from engine.perf import release_free_memory
 
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
@@ -470,9 +471,20 @@ def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, l
 
     def build() -> pd.DataFrame:
         frames = []
+        # The aggregation mode changes only the loss weights: derive each mode from the scheme's own (cached)
+        # result instead of computing the whole scheme once per mode (engine.credit.with_loss_agg_mode).
+        same = None
+        if field == "loss_agg_mode":
+            try:
+                same = compute(h, base)
+            except (ValueError, NotImplementedError):
+                same = None
         for v in values:
             try:
-                res = compute_credit(b, base.replace(**{field: v}), token_extras=False)
+                if same is not None:
+                    res = with_loss_agg_mode(same, v)
+                else:
+                    res = compute_credit(b, base.replace(**{field: v}), token_extras=False)
             except (ValueError, NotImplementedError):
                 continue
             frames.append(table(b, {labels.get(str(v), str(v)): res}))

@@ -231,6 +231,23 @@ def compute_credit(
     )
 
 
+def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
+    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: the mode changes only the
+    aggregation weights and, through them, the effective weights (w · A on the loss mask), so those two are
+    recomputed from the result's own loss mask and advantages exactly as ``compute_credit`` computes them; every
+    other field is the same tensor. Raises the ``ValueError`` the config or ``agg_weights`` raises for a mode the
+    profile lacks (Run analytics varies the mode: one computation instead of one per mode)."""
+    cfg = res.config.replace(loss_agg_mode=mode)
+    w = agg_weights(
+        res.loss_mask,
+        cfg.loss_agg_mode,
+        loss_scale_factor=cfg.loss_scale_factor,
+        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
+    )
+    effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
+    return dataclasses.replace(res, config=cfg, agg_weights=w, effective_weights=effective)
+
+
 def _run_mode(est, inp: EstimatorInput, cfg: CreditConfig) -> EstimatorOutput:
     if cfg.stepwise_mode == "broadcast":
         return run_broadcast(est, inp, cfg)
