@@ -1,14 +1,15 @@
-"""Built Plotly figures, kept across reruns and browser sessions, addressed by what they are built from.
+"""What pages draw (Plotly figures, token markup), kept across reruns and browser sessions, addressed by what it
+is built from.
 
 Building a figure through Plotly's object model costs 50–150 ms of Python on a 2,048-token trajectory, and Python
-runs one session's script at a time: eight people on the same page paid it eight times over. ``figure(build,
+runs one session's script at a time: eight people on the same page paid it eight times over. ``cached(build,
 *args)`` returns ``build(*args)``, built once per distinct input. The key is a digest of the builder's name and
 of every argument *by value* (arrays and frames byte for byte, never a sample of them), so a figure can only be
 reused for exactly the inputs it was drawn from; an argument of a type this module cannot digest raises rather
-than being skipped. A cached figure is shared: callers must not change it (``exports.titled`` copies).
+than being skipped. What is cached is shared: callers must not change it (``exports.titled`` copies a figure).
 
-Figures of an upload stay in that browser session's own cache (``session_only``), as everything else derived from
-an upload does (``services._per_run``).
+What is built from an upload stays in that browser session's own cache (``session_only``), as everything else
+derived from an upload does (``services._per_run``).
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 import torch
 
-SHARED_ENTRIES = 96  # about 0.2–1 MiB each on a 2,048-token trajectory
+SHARED_ENTRIES = 96  # figures: about 0.2–1 MiB each on a 2,048-token trajectory; markup: ~0.3 MiB a window
 SESSION_ENTRIES = 24
 
 
@@ -107,18 +107,18 @@ def digest(build: Callable, args: tuple, kwargs: dict) -> str:
 
 
 @st.cache_resource(max_entries=SHARED_ENTRIES, show_spinner=False)
-def _shared(key: str, _build: Callable[[], go.Figure]) -> go.Figure:
+def _shared(key: str, _build: Callable[[], Any]) -> Any:
     return _build()
 
 
 @st.cache_resource(max_entries=SESSION_ENTRIES, show_spinner=False, scope="session")
-def _own(key: str, _build: Callable[[], go.Figure]) -> go.Figure:
+def _own(key: str, _build: Callable[[], Any]) -> Any:
     return _build()
 
 
-def figure(build: Callable[..., go.Figure], *args, session_only: bool = False, **kwargs) -> go.Figure:
+def cached(build: Callable[..., Any], *args, session_only: bool = False, **kwargs) -> Any:
     """``build(*args, **kwargs)``, built once per distinct input and then shared (read-only). ``build`` must be a
-    module-level function whose figure depends on its arguments alone; ``session_only`` keeps the figure in this
+    module-level function whose result depends on its arguments alone; ``session_only`` keeps the result in this
     browser session's cache (for anything derived from an upload)."""
     key = digest(build, args, kwargs)
     return (_own if session_only else _shared)(key, lambda: build(*args, **kwargs))

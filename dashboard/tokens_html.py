@@ -8,9 +8,6 @@ the builders here and the pages that write HTML use it and nothing else.
 from __future__ import annotations
 
 import html
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
 import numpy as np
@@ -91,50 +88,8 @@ def token_html(
     Background = ``quantity`` on the diverging scale ±``vmax`` (None: no colour); the title (hover) lists every
     quantity.
     ``turn_labels`` maps a 1-based turn to the text shown above its block (escaped here). Tokens at the positions
-    in ``highlight`` get class ``cl-hl`` (an orange outline; the page says why)."""
-    key = (
-        id(table),
-        quantity,
-        float(vmax),
-        tuple(overlays),
-        tuple(window) if window is not None else None,
-        tuple(sorted((turn_labels or {}).items())),
-        big,
-        tuple(sorted(int(p) for p in highlight)),
-    )
-    with _HTML_LOCK:
-        hit = _HTML_CACHE.get(key)
-        if hit is not None and hit[0]() is table:
-            _HTML_CACHE.move_to_end(key)
-            return hit[1]
-    out = _token_html(table, quantity, vmax, overlays, window, turn_labels, big, highlight)
-    with _HTML_LOCK:
-        _HTML_CACHE[key] = (weakref.ref(table), out)
-        while len(_HTML_CACHE) > HTML_KEPT:
-            _HTML_CACHE.popitem(last=False)
-    return out
-
-
-# token_html's last results, by the table's identity (checked through a weak reference, so a freed table's
-# reused id never hits) and the arguments: the services' cached token tables are shared by every session and
-# rerun, so a rerun that changes nothing on the tokens (another widget, another session on the same view)
-# reuses the markup. The tables are read-only by contract (services.token_table).
-HTML_KEPT = 64
-_HTML_CACHE: OrderedDict[tuple, tuple[weakref.ref, str]] = OrderedDict()
-_HTML_LOCK = threading.Lock()
-
-
-def _token_html(
-    table: pd.DataFrame,
-    quantity: str | None,
-    vmax: float,
-    overlays: Sequence[str] = ("info", "loss"),
-    window: tuple[int, int] | None = None,
-    turn_labels: dict[int, str] | None = None,
-    big: bool = False,
-    highlight: Collection[int] = (),
-) -> str:
-    """``token_html`` without the cache."""
+    in ``highlight`` get class ``cl-hl`` (an orange outline; the page says why). The token view draws it through
+    the shared cache (``widgets.cached``): a rerun or another session on the same view reuses the markup."""
     start, stop = window or (0, len(table))
     part = table.iloc[start:stop]
     qcols = [c for c in table.columns if c not in ("position", "turn", "role", "token") and table[c].dtype.kind == "f"]

@@ -101,11 +101,11 @@ def add_custom_scheme() -> None:
     add_scheme(schemes.encode(cfg))
 
 
-def figure(build, *args, **kwargs) -> go.Figure:
-    """``build(*args, **kwargs)`` through the figure cache (``figcache``): built once per distinct input and
-    shared across sessions, except for an upload's figures, which stay in this session. Read-only."""
+def cached(build, *args, **kwargs):
+    """``build(*args, **kwargs)`` (a figure, token markup) through ``figcache``: built once per distinct input and
+    shared across sessions, except for what is built from an upload, which stays in this session. Read-only."""
     ctx = context()
-    return figcache.figure(build, *args, session_only=ctx is None or ctx.handle.session_only, **kwargs)
+    return figcache.cached(build, *args, session_only=ctx is None or ctx.handle.session_only, **kwargs)
 
 
 def chart(fig: go.Figure, key: str, name: str, export: bool = True, title: str | None = None) -> None:

@@ -93,12 +93,12 @@ def test_figure_is_built_once_per_distinct_input_and_shared() -> None:
 
     build.__qualname__ = "test_figure_is_built_once.build"  # a unique builder name for this test's cache entries
     values = np.random.default_rng(0).normal(size=50)
-    first = figcache.figure(build, values, name="run-1")
-    again = figcache.figure(build, values.copy(), name="run-1")
+    first = figcache.cached(build, values, name="run-1")
+    again = figcache.cached(build, values.copy(), name="run-1")
     assert again is first and len(calls) == 1
     changed = values.copy()
     changed[-1] += 1e-9
-    other = figcache.figure(build, changed, name="run-1")
+    other = figcache.cached(build, changed, name="run-1")
     assert other is not first and len(calls) == 2
     assert list(other.data[0].y) == pytest.approx(list(changed), abs=0) and list(first.data[0].y)[-1] == values[-1]
 

@@ -31,16 +31,18 @@ def _table(adv: float) -> pd.DataFrame:
     )
 
 
-def test_token_html_cache_is_keyed_by_table_identity_and_arguments() -> None:
+def test_token_html_is_cached_by_table_values_and_arguments() -> None:
+    from dashboard.figcache import cached
+
     t = _table(0.5)
-    first = tokens_html.token_html(t, "advantage", 1.0)
-    assert tokens_html.token_html(t, "advantage", 1.0) is first  # the same table and arguments: reused
-    assert first == tokens_html._token_html(t, "advantage", 1.0)  # and equal to a fresh build
-    assert tokens_html.token_html(t, "advantage", 2.0) != first  # another scale
-    assert "cl-hl" in tokens_html.token_html(t, "advantage", 1.0, highlight=[1])
+    first = cached(tokens_html.token_html, t, "advantage", 1.0)
+    assert cached(tokens_html.token_html, t.copy(), "advantage", 1.0) is first  # equal table and arguments: reused
+    assert first == tokens_html.token_html(t, "advantage", 1.0)  # and equal to a fresh build
+    assert cached(tokens_html.token_html, t, "advantage", 2.0) != first  # another scale
+    assert "cl-hl" in cached(tokens_html.token_html, t, "advantage", 1.0, highlight=[1])
     other = _table(-0.75)  # equal shape, other values: never served the first table's markup
-    assert tokens_html.token_html(other, "advantage", 1.0) == tokens_html._token_html(other, "advantage", 1.0)
-    assert "-0.75" in tokens_html.token_html(other, "advantage", 1.0)
+    assert cached(tokens_html.token_html, other, "advantage", 1.0) == tokens_html.token_html(other, "advantage", 1.0)
+    assert "-0.75" in cached(tokens_html.token_html, other, "advantage", 1.0)
     # one line per turn block at most: title newlines are character references
     assert "&#10;advantage: +0.5&#10;" in first and first.count("\n") == tokens_html.TOKEN_CSS.count("\n")
     assert "&lt;b&gt;" in first and "<b>" not in first

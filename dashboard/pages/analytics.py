@@ -33,7 +33,7 @@ info_df = services.variant_table(
 )
 c1, c2 = st.columns([3, 2])
 with c1:
-    widgets.chart(widgets.figure(make_info_credit_figure, info_df), "analytics.info", "info_token_credit")
+    widgets.chart(widgets.cached(make_info_credit_figure, info_df), "analytics.info", "info_token_credit")
 with c2:
     st.caption(
         f"{ctx.info.info_tokens:,} info tokens ({ctx.info.info_share:.1%}). Under state masking they "
@@ -72,11 +72,11 @@ else:
     c1, c2 = st.columns(2)
     with c1:
         widgets.chart(
-            widgets.figure(make_length_bias_figure, lb, "advantage"), "analytics.length_adv", "length_bias_advantage"
+            widgets.cached(make_length_bias_figure, lb, "advantage"), "analytics.length_adv", "length_bias_advantage"
         )
     with c2:
         widgets.chart(
-            widgets.figure(make_length_bias_figure, lb, "Σ effective weight"),
+            widgets.cached(make_length_bias_figure, lb, "Σ effective weight"),
             "analytics.length_w",
             "length_bias_weight",
         )
@@ -107,7 +107,7 @@ else:
 
 st.subheader("Credit per turn across the run")
 widgets.chart(
-    widgets.figure(make_turn_credit_run_figure, analysis.turn_credit_across_run(batch, res)),
+    widgets.cached(make_turn_credit_run_figure, analysis.turn_credit_across_run(batch, res)),
     "analytics.turns",
     "turn_credit_run",
 )
@@ -116,10 +116,10 @@ st.subheader("Effective gradient weight per aggregation mode")
 agg = services.variant_table(ctx.handle, ctx.config, "loss_agg_mode", LOSS_AGG_MODES, analysis.aggregation_weights)
 c1, c2 = st.columns(2)
 with c1:
-    widgets.chart(widgets.figure(make_agg_weight_figure, agg, "Σ weight"), "analytics.agg_w", "aggregation_weight")
+    widgets.chart(widgets.cached(make_agg_weight_figure, agg, "Σ weight"), "analytics.agg_w", "aggregation_weight")
 with c2:
     widgets.chart(
-        widgets.figure(make_agg_weight_figure, agg, "share of |push|", lines=False),
+        widgets.cached(make_agg_weight_figure, agg, "share of |push|", lines=False),
         "analytics.agg_eff",
         "aggregation_effective",
     )

@@ -138,7 +138,7 @@ st.html(compare_model.grid_legend_html(vmax))
 if n_tok > win:
     st.caption(f"Tokens {start}–{stop - 1} of {n_tok} ({win} at a time: move the slider); the heatmap below shows all.")
 widgets.chart(
-    widgets.figure(make_scheme_rows_figure, labels, adv, tokens, turns, loss=loss),
+    widgets.cached(make_scheme_rows_figure, labels, adv, tokens, turns, loss=loss),
     "compare.rows",
     "compare_rows",
     title=export_title,
@@ -180,7 +180,7 @@ if n_turns >= 2:
 
 st.subheader("Advantage by position")
 widgets.chart(
-    widgets.figure(make_advantage_lines_figure, labels, adv, turns, loss=loss),
+    widgets.cached(make_advantage_lines_figure, labels, adv, turns, loss=loss),
     "compare.lines",
     "compare_lines",
     title=export_title,
@@ -196,7 +196,7 @@ st.caption(
     else f"Differences over all {n_tok} tokens, including tokens outside the loss (switch on 'Loss tokens only')."
 )
 widgets.chart(
-    widgets.figure(make_difference_figure, labels, adv, ref, tokens, loss=loss, notes=notes),
+    widgets.cached(make_difference_figure, labels, adv, ref, tokens, loss=loss, notes=notes),
     "compare.diff",
     "compare_difference",
     title=export_title,
@@ -207,7 +207,7 @@ mode = st.segmented_control("Per turn", ["per token", "total"], key=K.CMP_TURN_M
 credit = analysis.scheme_turn_credit(batch, results, ctx.traj, per_token=mode == "per token")
 ylabel = "mean advantage per loss token" if mode == "per token" else "Σ advantage over loss tokens"
 widgets.chart(
-    widgets.figure(make_turn_credit_figure, labels, credit, ylabel),
+    widgets.cached(make_turn_credit_figure, labels, credit, ylabel),
     "compare.turns",
     "compare_turns",
     title=export_title,
@@ -218,7 +218,7 @@ ids = [batch.trajectory_ids[j] for j in rows]
 group_adv = analysis.scheme_group_advantages(results, rows)
 selected = int((rows == ctx.traj).nonzero()[0][0])
 widgets.chart(
-    widgets.figure(make_group_scalar_figure, labels, ids, group_adv, selected),
+    widgets.cached(make_group_scalar_figure, labels, ids, group_adv, selected),
     "compare.group",
     "compare_group",
     title=export_title,

@@ -105,7 +105,7 @@ with right:
     row.metric("Rows kept", f"{int(after['kept'].sum())}", width="content")
     st.caption(tables.score_words(ctx.info, designed, results[1].placement))
     quantity = st.segmented_control("Compare", ["advantage", "score"], key=K.DS_VIEW) or "advantage"
-    fig = widgets.figure(
+    fig = widgets.cached(
         make_before_after_figure,
         before["id"].tolist(),
         before["group"].to_numpy(),
@@ -118,7 +118,7 @@ with right:
     st.markdown(f"**Rank changes by {quantity}** — {int((changes['rank change'] != 0).sum())} trajectories moved")
     moved = changes[changes["rank change"] != 0]
     if len(moved):
-        widgets.chart(widgets.figure(make_rank_change_figure, changes), "designer.ranks", "designer_rank_changes")
+        widgets.chart(widgets.cached(make_rank_change_figure, changes), "designer.ranks", "designer_rank_changes")
         st.dataframe(moved, hide_index=True, width="stretch", height=240)
     st.markdown("**This trajectory, token by token** (advantage, shared scale)")
     if flags := badges.trajectory_badges(ctx.handle.run, before, ctx.traj):
@@ -129,7 +129,7 @@ with right:
     table = services.token_table(ctx.handle, base, ctx.traj)
     loss = analysis.scheme_loss_masks(batch, results, ctx.traj)  # grey where no gradient flows
     widgets.chart(
-        widgets.figure(
+        widgets.cached(
             make_scheme_rows_figure,
             ["baseline", "designed"],
             adv,

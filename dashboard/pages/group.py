@@ -102,7 +102,7 @@ with c1:
         title = f"all scored {float(me['group mean']):.3g}: zero variance"
     else:  # shorter than the figure's own title, which a 1024 px window cuts off
         title = f"mean {float(me['group mean']):.3g} (dashed) ± std {float(me['group std']):.3g}"
-    fig = widgets.figure(
+    fig = widgets.cached(
         make_group_scores_figure,
         group["id"].tolist(),
         group["score"].to_numpy(),
@@ -116,7 +116,7 @@ with c1:
 with c2:
     st.subheader("Advantage")
     # long rollout ids (tick labels) leave a short plot, and "trajectory advantage" overran it at 1024 px
-    adv_fig = widgets.figure(
+    adv_fig = widgets.cached(
         make_group_advantage_figure, group["id"].tolist(), group["advantage"].to_numpy(), selected, ytitle="advantage"
     )
     widgets.chart(adv_fig, "group.advantage", "group_advantage")
@@ -125,7 +125,7 @@ st.subheader("Advantage by token, every rollout")
 adv = analysis.group_advantage_matrix(batch, res, rows)
 loss = analysis.group_loss_matrix(batch, res, rows)  # grey where no gradient flows
 widgets.chart(
-    widgets.figure(make_group_heatmap_figure, group["id"].tolist(), adv, selected, loss=loss),
+    widgets.cached(make_group_heatmap_figure, group["id"].tolist(), adv, selected, loss=loss),
     "group.heatmap",
     "group_heatmap",
 )

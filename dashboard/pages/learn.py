@@ -452,7 +452,7 @@ with tab_b:
         turns = services.token_table(h2, next(iter(results.values())).config, shown[0])["turn"].to_numpy()
         st.markdown("**Every token under each mode** (rows: mode · rollout; dotted lines: the first rollout's steps)")
         widgets.chart(
-            widgets.figure(make_scheme_rows_figure, labels, adv, [""] * width, turns, loss=loss),
+            widgets.cached(make_scheme_rows_figure, labels, adv, [""] * width, turns, loss=loss),
             "learn.modes",
             "rllm_modes",
         )

@@ -48,7 +48,7 @@ if components.empty:
     st.info("This run has no named reward components (only token scores or none).")
 else:
     widgets.chart(
-        widgets.figure(make_component_histograms_figure, components), "overview.components", "reward_components"
+        widgets.cached(make_component_histograms_figure, components), "overview.components", "reward_components"
     )
     if sample_note:
         st.caption(sample_note)
@@ -60,7 +60,7 @@ st.subheader("Scores and sizes")
 c1, c2, c3 = st.columns(3)
 with c1:
     widgets.chart(
-        widgets.figure(
+        widgets.cached(
             make_distribution_figure, shown["score"].to_numpy(), tables.score_words(ctx.info, ctx.config, res.placement)
         ),
         "overview.scores",
@@ -68,7 +68,7 @@ with c1:
     )
 with c2:
     widgets.chart(
-        widgets.figure(
+        widgets.cached(
             make_distribution_figure, shown["advantage"].to_numpy(), "trajectory advantage", SCHEME_COLORS[0]
         ),
         "overview.advantage",
@@ -76,7 +76,7 @@ with c2:
     )
 with c3:
     widgets.chart(
-        widgets.figure(make_distribution_figure, shown["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
+        widgets.cached(make_distribution_figure, shown["tokens"].to_numpy(), "tokens per trajectory", SCHEME_COLORS[1]),
         "overview.lengths",
         "lengths",
     )

@@ -105,7 +105,18 @@ turn_labels = {
     for _, r in turns.iterrows()
 }
 with st.container(height=520 if stop - start > 250 else "content", border=True):
-    st.html(tokens_html.token_html(table, quantity, vmax, overlays, (start, stop), turn_labels, highlight=marked))
+    st.html(
+        widgets.cached(
+            tokens_html.token_html,
+            table,
+            quantity,
+            vmax,
+            list(overlays),
+            (start, stop),
+            turn_labels,
+            highlight=sorted(int(p) for p in marked),
+        )
+    )
 
 st.subheader("Every token, every quantity")
 # Off by default while the text above shows every token: the chart library's first load holds the page's
@@ -122,7 +133,7 @@ show_heat = st.toggle(
 if show_heat:
     st.session_state[K.HEAT_ROWS] = [r for r in st.session_state[K.HEAT_ROWS] if r in quantities]
     rows = st.multiselect("Heatmap rows", quantities, key=K.HEAT_ROWS)
-    widgets.chart(widgets.figure(make_token_heatmap_figure, table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
+    widgets.chart(widgets.cached(make_token_heatmap_figure, table, rows), "tokens.heatmap", f"heatmap_{summary['id']}")
 
 st.subheader("Per turn")
 st.dataframe(

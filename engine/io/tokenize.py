@@ -45,19 +45,15 @@ def get_tokenizer(name: str | None = None):
 def _load_tokenizer(canon: str):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from engine.io.qwen_vocab import VARIANTS, default_tokenizer_file, variant_vocab_size
+    from engine.io.qwen_vocab import VARIANTS
 
-    if canon in VARIANTS:
-        for rebuild in (False, True):  # a damaged or foreign cache file is rebuilt once
-            tok = PreTrainedTokenizerFast(
-                tokenizer_file=str(default_tokenizer_file(canon, rebuild=rebuild)),
-                eos_token="<|im_end|>",
-                pad_token="<|endoftext|>",
-                clean_up_tokenization_spaces=False,
-            )
-            if len(tok) == variant_vocab_size(canon):
-                return tok
-        raise RuntimeError(f"converted {canon} tokenizer has {len(tok)} ids, expected {variant_vocab_size(canon)}")
+    if canon in VARIANTS:  # the checked backend (get_backend), wrapped: one place reads and verifies the file
+        return PreTrainedTokenizerFast(
+            tokenizer_object=_load_backend(canon),
+            eos_token="<|im_end|>",
+            pad_token="<|endoftext|>",
+            clean_up_tokenization_spaces=False,
+        )
     path = Path(canon).expanduser()
     if path.is_file():
         return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
