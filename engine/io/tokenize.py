@@ -27,11 +27,41 @@ class TokenizerError(ValueError):
     """A tokenizer cannot be loaded (named in the message, with the cache file for the built-in ones)."""
 
 
+class TokenizerRefused(TokenizerError):
+    """A tokenizer path outside the folders a server-side load may read (``allowed_tokenizer``)."""
+
+
 def canonical_name(name: str | None) -> str:
     """The name a run records for its tokenizer: ``"qwen2.5"`` for ``None`` and the default's aliases."""
     if name is None:
         return DEFAULT_TOKENIZER
     return BUILTIN_ALIASES.get(name.strip().lower(), name)
+
+
+def allowed_tokenizer(name: str, roots: Sequence[str | Path] | None, base: str | Path) -> str:
+    """The tokenizer name to load for ``name`` when only files under ``roots`` may be read (a server-side load).
+
+    ``roots=None`` (the command line: the user names files on their own machine): ``name`` unchanged. Otherwise a
+    built-in name (``qwen2.5``, ``qwen3`` and their aliases) is kept, and anything else must be a ``tokenizer.json``
+    file inside a root (relative to ``base``, the run file's folder; resolved with ``engine.io.confine``, so ``..``
+    and symlinks leading out are refused): its resolved path is returned. A tokenizer folder is refused too (its
+    config may name files anywhere), and so is a Hugging Face hub name (it reads the hub cache). Raises
+    ``TokenizerRefused`` naming the path and the roots; nothing is opened."""
+    from engine.io.confine import confine
+    from engine.io.qwen_vocab import VARIANTS
+
+    if roots is None or canonical_name(name) in VARIANTS:
+        return name
+    allowed = ", ".join(str(r) for r in roots)
+    why = "a server-side load reads only the built-in tokenizers (qwen2.5, qwen3) and tokenizer.json files under"
+    try:
+        path = confine(name, roots, base)
+    except ValueError as e:
+        raise TokenizerRefused(f"tokenizer {name!r} refused ({e}): {why} {allowed}") from None
+    if not path.is_file():
+        reason = f"{path} is a folder, not a tokenizer.json"
+        raise TokenizerRefused(f"tokenizer {name!r} refused ({reason}): {why} {allowed}")
+    return str(path)
 
 
 def get_tokenizer(name: str | None = None):
