@@ -85,7 +85,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: Path):
 
     monkeypatch.setattr(qwen_vocab, "_build_text", build, raising=False)
     clear_caches()
-    yield SimpleNamespace(dir=folder, file=folder / NAME, tmp=tmp, good=good, builds=builds)
+    yield SimpleNamespace(dir=folder, file=folder / NAME, tmp=tmp, good=good, builds=builds, seed=seed)
     clear_caches()
 
 
@@ -146,6 +146,11 @@ def _swapped(f: Path, good: str) -> None:
     assert f.stat().st_size == len(good.encode())
 
 
+def _fifo(f: Path, good: str) -> None:
+    f.unlink()
+    os.mkfifo(f)  # a blocking read would hang the server
+
+
 def _not_utf8(f: Path, good: str) -> None:
     f.write_bytes(b"\xff\xfe" + good.encode()[2:])
 
@@ -156,6 +161,7 @@ DAMAGE = {
     "empty": (_empty, "does not match its hash file"),
     "not_utf8": (_not_utf8, "does not match its hash file"),
     "empty_folder": (_empty_folder, "unreadable (Is a directory)"),
+    "fifo": (_fifo, "unreadable (not a regular file)"),
     "full_folder": (_full_folder, "unreadable (Is a directory)"),
     "same_size_swapped_ids": (_swapped, "does not match its hash file"),
 }
@@ -390,6 +396,75 @@ def test_a_build_killed_between_the_file_and_its_hash(cache, caplog, monkeypatch
     assert ids() == EXPECTED
     assert verified(cache.file) and cache.builds == ["qwen2.5"]
     assert not stale.exists() and fresh.exists()
+
+
+# A process that builds the cache with the real qwen_vocab module (loaded from its file, so without torch): its
+# conversion returns the seed's text after ``BUILD_S``; with ``hang`` > 0, the hang-th fsync (1: the tokenizer's
+# temporary file, 2: the hash file's) never returns, so that the test can kill -9 it there.
+BUILDER = """
+import hashlib, importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("qwen_vocab_child", sys.argv[1])
+qv = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(qv)
+good, hang = open(sys.argv[2]).read(), int(sys.argv[3])
+
+def build(variant):
+    time.sleep(0.4)
+    print("built", flush=True)
+    return good
+
+qv._build_text = build
+calls, real_fsync = [], os.fsync
+
+def fsync(fd):
+    calls.append(fd)
+    if len(calls) == hang:
+        print("hanging", flush=True)
+        time.sleep(600)
+    return real_fsync(fd)
+
+os.fsync = fsync
+text, path = qv.cached_tokenizer_json("qwen2.5")
+print("ok", path, hashlib.sha256(text.encode()).hexdigest(), flush=True)
+"""
+
+
+def _builder(cache, hang: int = 0):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, CREDITLENS_CACHE=str(cache.dir), TMPDIR=str(cache.tmp))
+    args = [sys.executable, "-c", BUILDER, qwen_vocab.__file__, str(cache.seed / NAME), str(hang)]
+    return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_building_at_once_both_end_fine(cache) -> None:
+    shutil.rmtree(cache.dir)
+    procs = [_builder(cache) for _ in "ab"]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    digest = hashlib.sha256(cache.good.encode()).hexdigest()
+    assert [out.splitlines()[-1] for out, _ in outs] == [f"ok {cache.file} {digest}"] * 2
+    assert sum(out.count("built") for out, _ in outs) == 1  # the other waited on the lock, then read the file
+    assert verified(cache.file) and ids() == EXPECTED
+
+
+@pytest.mark.parametrize("hang", [1, 2])
+def test_a_build_killed_with_sigkill_never_leaves_half_a_file(cache, hang: int) -> None:
+    """kill -9 while the tokenizer's temporary file is written (1) or between its rename and the hash file's (2):
+    the cache file is never half written, and the next start repairs it."""
+    import signal
+
+    cache.file.write_bytes(b"garbage")
+    cache.file.with_name(NAME + ".sha256").unlink()  # (the seed's hash file would match the rebuilt file)
+    proc = _builder(cache, hang)
+    assert proc.stdout.readline() == "built\n" and proc.stdout.readline() == "hanging\n"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert cache.file.read_bytes() == (b"garbage" if hang == 1 else cache.good.encode())
+    assert not verified(cache.file)
+    assert len(list(cache.dir.glob(f".{NAME}*.tmp"))) == 1  # what the killed build was writing
+    assert ids() == EXPECTED and verified(cache.file)
 
 
 def test_verifying_costs_milliseconds(cache) -> None:
