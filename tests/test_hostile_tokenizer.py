@@ -630,8 +630,8 @@ def test_text_without_ids_under_a_refused_tokenizer_refuses_the_file(roots, case
         load_run(path, tokenizer_roots=[roots.data])
     assert str(err.value) == (
         f"{path}: line 2: segments[0] has text but no token_ids, and the file's tokenizer {name!r} was refused "
-        "(outside the allowed folders); tokenizing with another tokenizer could give other ids than the trainer's, "
-        "so the file is not loaded"
+        "(not one a server-side load may read); tokenizing with another tokenizer could give other ids than the "
+        "trainer's, so the file is not loaded"
     )
     assert [n for n in roots.loads if n not in qwen_vocab.VARIANTS] == []
 

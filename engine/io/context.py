@@ -74,7 +74,7 @@ class LoadContext:
                     where = f"line {line}" if line is not None else prefix.rstrip(".")
                     raise ValueError(
                         f"{self.file}: {where}: {prefix}segments[{j}] has text but no token_ids, and the file's "
-                        f"tokenizer {self.refused_tokenizer!r} was refused (outside the allowed folders); "
+                        f"tokenizer {self.refused_tokenizer!r} was refused (not one a server-side load may read); "
                         "tokenizing with another tokenizer could give other ids than the trainer's, so the file is "
                         "not loaded"
                     )
