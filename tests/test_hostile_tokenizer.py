@@ -207,6 +207,14 @@ def test_a_missing_or_wrong_hash_file_means_a_rebuild(cache, caplog, hash_damage
     assert any(m.startswith(f"tokenizer cache {cache.file}: ") for m in warnings_of(caplog))
 
 
+def test_a_folder_where_the_build_lock_goes_is_cleared(cache) -> None:
+    cache.file.write_bytes(b"garbage")
+    (cache.dir / f".{NAME}.lock").unlink(missing_ok=True)
+    (cache.dir / f".{NAME}.lock").mkdir()
+    assert ids() == EXPECTED
+    assert verified(cache.file) and (cache.dir / f".{NAME}.lock").is_file()
+
+
 def test_the_bundled_search_agent_sample_loads_with_a_garbage_cache(cache) -> None:
     """The issue's symptom: a garbage cache file broke every tokenizing load, the bundled sample included."""
     sample = SAMPLES / "search_agent"

@@ -317,7 +317,9 @@ def _build_lock(folder: Path, name: str):
     wait, then find the file built). Raises ``OSError`` when ``folder`` cannot be written."""
     folder.mkdir(parents=True, exist_ok=True)
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(folder / f".{name}.lock", flags, 0o600)
+    lock = folder / f".{name}.lock"
+    _make_room(lock)
+    fd = os.open(lock, flags, 0o600)
     try:
         if fcntl is not None:
             deadline = time.monotonic() + LOCK_WAIT_S
