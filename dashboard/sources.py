@@ -124,11 +124,19 @@ def data_dir() -> Path | None:
 
 
 def allowed_roots() -> list[Path]:
+    """``sample_runs/`` and the data directory (when set): the folders a server-side load may read, run files and
+    the tokenizer files their headers name (``engine.io.load_run(tokenizer_roots=...)``)."""
     roots = [SAMPLES_DIR.resolve()]
     d = data_dir()
     if d is not None:
         roots.append(d)
     return roots
+
+
+def server_roots() -> list[Path]:
+    """The folders a server-side load may read tokenizer files from (``load_run(tokenizer_roots=...)``): the
+    allowed roots, so a run's header can name a tokenizer.json only where a run itself could be."""
+    return allowed_roots()
 
 
 def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
@@ -137,15 +145,9 @@ def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
     base = base if base is not None else data_dir()
     if base is None:
         raise ValueError(f"no data directory: set {DATA_DIR_ENV} to allow reading files")
-    raw = Path(path)
-    if "\x00" in str(path):
-        raise ValueError("path contains a NUL byte")
-    candidate = (raw if raw.is_absolute() else base / raw).resolve()
-    if not any(candidate.is_relative_to(root) for root in allowed_roots()):
-        raise ValueError(f"{path!s}: outside the allowed directories")
-    if not candidate.exists():
-        raise ValueError(f"{path!s}: no such file")
-    return candidate
+    from engine.io.confine import confine  # the one confinement check, shared with the loader's tokenizer files
+
+    return confine(path, allowed_roots(), base)
 
 
 def list_data_files(limit: int = LISTING_LIMIT) -> list[str]:

@@ -5,7 +5,8 @@ import streamlit as st
 
 from dashboard import diagnostics, schemes, services, tokens_html, widgets
 from dashboard.diagnostics import FindingView
-from dashboard.state import K
+from dashboard.state import K, markdown_escape
+from engine.io.tokenize import TokenizerError
 from engine.lint import CHECKS, SEVERITIES
 
 TOKEN_VIEW = "dashboard/pages/tokens.py"
@@ -15,6 +16,9 @@ ctx = widgets.require_context()
 widgets.result_or_stop(ctx)
 try:
     views = services.lint_findings(ctx.handle, ctx.config)
+except TokenizerError as e:  # the text checks tokenize; the message names the tokenizer (and its cache file)
+    st.error(f"The lints need the run's tokenizer, which cannot be loaded: {markdown_escape(str(e))}")
+    st.stop()
 except (ValueError, NotImplementedError) as e:
     st.error(f"The lints cannot run under this scheme: {e}")
     st.stop()

@@ -8,7 +8,7 @@ reported. A directory loads every data file in it (sorted), as one run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +53,7 @@ def load_run(
     progress: Callable[[float, str], None] | None = None,
     max_bytes: int | None = None,
     response_length: int | None = None,
+    tokenizer_roots: Sequence[str | Path] | None = None,
 ) -> LoadResult:
     """Load a run from ``path`` (file or directory) in format ``fmt`` (detected from content when None).
 
@@ -61,13 +62,20 @@ def load_run(
     problem. ``progress(fraction, message)`` is called while reading. ``max_bytes`` caps one record (default
     16 MiB). ``response_length``: the trainer's response length limit (verl ``data.max_response_length``); formats
     that drop the end-of-turn token (verl's rollout dump) use it to flag rows cut at the limit as truncated.
+    ``tokenizer_roots``: the folders tokenizer files may be read from (the dashboard: ``sample_runs/`` and the
+    data directory); a tokenizer path outside them, the caller's or one a file's header names, is refused without
+    opening it (``engine.io.tokenize.allowed_tokenizer``). None (the command line): any path.
     Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
+    roots = None if tokenizer_roots is None else tuple(Path(r) for r in tokenizer_roots)
     if tokenizer is not None:
+        from engine.io.tokenize import allowed_tokenizer
+
+        tokenizer = allowed_tokenizer(tokenizer, roots, path if path.is_dir() else path.parent)
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
     files = data_files(path)
     if not files:
@@ -84,6 +92,7 @@ def load_run(
             max_bytes=max_bytes or DEFAULT_MAX_RECORD_BYTES,
             tokenizer=tokenizer,
             response_length=response_length,
+            tokenizer_roots=roots,
         )
         ctx.progress = _scaled(report, n, len(files))
         try:
@@ -158,6 +167,7 @@ def _accept(chunk, tok_name: str | None, ctx: LoadContext, seen: set[str], out: 
     """
     trajs = [t for _, _, t in chunk]
     if needs_tokenizer(trajs):
+        ctx.check_tokenizable(chunk)
         fill_tokens(trajs, get_tokenizer(tok_name))
     vocab = known_vocab_size(tok_name)
     if vocab is None:

