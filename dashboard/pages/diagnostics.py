@@ -3,7 +3,7 @@ token view of an affected trajectory with its flagged tokens outlined."""
 
 import streamlit as st
 
-from dashboard import diagnostics, schemes, services, tokens_html, widgets
+from dashboard import diagnostics, schemes, services, state, tokens_html, widgets
 from dashboard.diagnostics import FindingView
 from dashboard.state import K
 from engine.lint import CHECKS, SEVERITIES
@@ -16,7 +16,7 @@ widgets.result_or_stop(ctx)
 try:
     views = services.lint_findings(ctx.handle, ctx.config)
 except (ValueError, NotImplementedError) as e:
-    st.error(f"The lints cannot run under this scheme: {e}")
+    st.error(state.md("The lints cannot run under this scheme: {}", e))
     st.stop()
 ids = ctx.info.trajectory_ids
 checked = services.lint_rows(ctx.handle)  # a big run's sample (rows of the whole run), or None: every row
