@@ -26,7 +26,7 @@ import pytest
 from test_app import PAGES, new_app, no_errors
 
 from dashboard import sources
-from dashboard.state import WORD_JOINER, K, markdown_escape, md
+from dashboard.state import WORD_JOINER, K, cfg_key, markdown_escape, md
 
 PAYLOADS = (
     "![x](http://127.0.0.1:9/x.png)",
@@ -60,6 +60,7 @@ MORE = (
     "[a]: http://127.0.0.1:9/ref",
     "exact_match",
 )
+BOOKKEEPING = PAYLOADS[:2]  # also as "_"-prefixed global components: Learn names them (left out, or leaked)
 ALL_PAGES = {**PAGES, "diagnostics": "dashboard/pages/diagnostics.py"}
 # A bad file whose name is a payload (no '/': it is a file name; a relative image is fetched from the server).
 BAD_FILE = "bad ![x](x.png) [l](x) :red[RED] $x^2$ **b** `c` <img src=x onerror=alert(1)>.jsonl"
@@ -78,7 +79,7 @@ def _trajectory(k: int, payload: str) -> dict:
             {"role": "model", "text": f"<answer> {'Paris' if k % 2 else 'Lyon'} </answer><|im_end|>"},
         ],
         "turn_rewards": [{p: 1.0 for p in PAYLOADS}, {"format_score": 1.0, PAYLOADS[0]: float(k % 2)}],
-        "global_rewards": {f"g {p}": float(k % 2) for p in PAYLOADS},
+        "global_rewards": {**{f"g {p}": float(k % 2) for p in PAYLOADS}, **{f"_{p}": 0.5 for p in BOOKKEEPING}},
         "metadata": {payload: payload, "note": payload, "synthesized": [payload]},
     }
 
@@ -194,13 +195,22 @@ def tour() -> dict[str, list[tuple[str, str]]]:
         seen[name] = markdown_strings(at)
         if name == "designer":
             seen["designer sliders"] = [(s.key, s.label) for s in at.main.slider]
+        if name == "overview":  # plain text positions keep the text as it is: no backslash would be hidden there
+            seen["plain"] = {
+                "picker": list(at.sidebar.selectbox(key=K.TRAJ).options),
+                "problems": [df.value for df in at.main.dataframe if "reason" in df.value.columns][0],
+            }
+    at.switch_page(ALL_PAGES["learn"]).run()
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("kg-r1").run()  # "_" components leak into G
+    no_errors(at, "hostile learn under kg-r1")
+    seen["learn kg-r1"] = markdown_strings(at)
     return seen
 
 
 def test_no_payload_renders_on_any_page(tour) -> None:
     checked = 0
     for page, strings in tour.items():
-        for where, text in strings:
+        for where, text in strings if page != "plain" else ():
             assert not unescaped(text), f"{page}, {where}: {text!r}"
             checked += 1
     assert checked > 300, checked  # the walk really saw the pages' labels and messages
@@ -221,6 +231,24 @@ def test_synthesized_field_names_in_the_overview(tour) -> None:
     caption = next(t for _, t in tour["overview"] if t.startswith("Synthesized by the loader"))
     for p in PAYLOADS:
         assert f"{markdown_escape(p)} in 2 of {2 * len(PAYLOADS)} trajectories" in caption
+
+
+def test_learn_names_bookkeeping_components(tour) -> None:
+    """Learn's "your run" names the "_" components the profile leaves out (verl) or lets leak into G (kg-r1)."""
+    names = [markdown_escape(f"_{p}") for p in BOOKKEEPING]
+    left_out = next(t for _, t in tour["learn"] if t.startswith("Left out here: "))
+    assert left_out.startswith("Left out here: " + ", ".join(names) + " (bookkeeping)"), left_out
+    pitfall = next(t for _, t in tour["learn kg-r1"] if t.startswith("**Pitfall"))
+    assert pitfall.startswith("**Pitfall, not the intended reward**: " + ", ".join(names) + " start with `_`")
+    if pytest.importorskip("markdown_it"):
+        assert rendered_text(left_out).startswith("Left out here: " + ", ".join(f"_{p}" for p in BOOKKEEPING))
+
+
+def test_plain_text_positions_keep_the_text(tour) -> None:
+    """Select box options and tables are not Markdown: the ids and the loader's problem show unescaped."""
+    assert tour["plain"]["picker"][:2] == [f"{PAYLOADS[0]} #0", f"{PAYLOADS[0]} #1"]
+    problems = tour["plain"]["problems"]
+    assert len(problems) == 1 and problems["line"].tolist() == [2 + 2 * len(PAYLOADS)], problems.to_dict("records")
 
 
 def test_upload_error_names_the_file_literally() -> None:
