@@ -46,8 +46,11 @@ def draw() -> Context | None:
             st.caption(why)
         if info.trajectories == 0:
             st.error(
-                f"The loader found no usable trajectory in {handle.ref} ({len(handle.problems)} problems; "
-                "see Run overview)."
+                state.md(
+                    "The loader found no usable trajectory in {} ({} problems; see Run overview).",
+                    handle.ref,
+                    len(handle.problems),
+                )
             )
             return Context(handle, info, state.sidebar_config(), -1)
         traj = _trajectory_picker(info)
@@ -67,7 +70,7 @@ def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
     try:
         res, wall = services.compute_timed(ctx.handle, ctx.config)
     except (ValueError, NotImplementedError) as e:
-        slot.error(f"Scheme not computable on this run: {e} ({page_run})")
+        slot.error(state.md("Scheme not computable on this run: {} ({})", e, page_run))
         return
     device = "CUDA" if res.device.startswith("cuda") else "CPU"
     cached = " (cached)" if wall < res.seconds / 2 else ""
@@ -121,9 +124,9 @@ def _run_picker(progress: services.Progress) -> services.RunHandle | None:
     try:
         handle = services.open_run(ref, ss[K.UPLOADS], progress, _response_length())
     except KeyError:
-        st.error(f"No such run: {ref}")
+        st.error(state.md("No such run: {}", ref))
     except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
-        st.error(f"Could not load {ref}: {type(e).__name__}: {e}")
+        st.error(state.md("Could not load {}: {}: {}", ref, type(e).__name__, e))
     else:
         if ref.kind != "sample" and "verl_rollout" in handle.run.source.split("+"):
             st.number_input(
@@ -156,7 +159,7 @@ def _upload(progress: services.Progress) -> RunRef | None:
         try:
             loaded = services.load_upload(f.name, f.getvalue(), progress, _response_length())
         except Exception as e:  # noqa: BLE001 - report any loader failure next to the uploader
-            st.error(f"Could not load {f.name}: {type(e).__name__}: {e}")
+            st.error(state.md("Could not load {}: {}: {}", f.name, type(e).__name__, e))
             return None
         key = loaded.run.content_hash
         ss[K.UPLOADS][key] = loaded

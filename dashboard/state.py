@@ -8,6 +8,7 @@ scheme as a code, see ``schemes``), ``schemes`` (the compare page's, ``~``-joine
 
 from __future__ import annotations
 
+import numbers
 import re
 
 import streamlit as st
@@ -159,9 +160,43 @@ def dismiss_link_problems() -> None:
     st.session_state[K.LINK_PROBLEMS] = []
 
 
+# Plain text inside Streamlit Markdown (every widget label, help tooltip, expander title, tab, metric label, message,
+# caption and toast is Markdown). Backslash escapes are invisible once rendered; they stop images and links ([ ]),
+# HTML and <autolinks> (< >), code (`), emphasis (* and _ unless inside a word), strikethrough (~), tables (|),
+# LaTeX ($), entities (&) and Streamlit's directives (:red[…], :material/icon:, all started by ':'). Streamlit turns
+# ':material/' into ':material_' in the raw text before parsing, so that '/' is escaped too. Block syntax matters at
+# the start of a line only: headings, lists, quotes, setext underlines. Three things act on the text after escapes
+# are resolved, so no escape stops them: GFM links bare URLs and e-mail addresses, and emoji shortcodes (":smile:")
+# are replaced, also when the closing ':' is the app's own ("{name}: {error}"). An invisible word joiner (U+2060)
+# does: before "http"/"www" and after "@" (GFM links only after a space or punctuation, and a domain starts with a
+# letter or digit), and after a ':' that a shortcode name could follow. Checked in a real browser by
+# tests/test_browser_markdown.py. (st.badge is the exception: Streamlit puts its label inside a directive, where
+# escapes show; give it none of the user's text.)
+WORD_JOINER = "\u2060"
+_MD_WJ = re.compile(r"(?=(?:https?://|www\.))|(?<=@)(?=[-\w])", re.IGNORECASE)
+_MD_ALWAYS = re.compile(r"[\\`*\[\]<>|~$&]|(?<=:material)/|_(?![^\W_])|(?<![^\W_])_")
+_MD_COLON = re.compile(r":(?=([\w+-])?)")
+_MD_LINE_START = re.compile(r"^([ \t]*)([#+\-=]|\d+[.)])", re.MULTILINE)
+
+
 def markdown_escape(text: str) -> str:
-    """``text`` with Markdown's active characters escaped (user-controlled text in a label or message)."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!<>|~$])", r"\\\1", text)
+    """``text`` (user-controlled: a file name, an id, a reward component name, an error message) as Markdown that
+    Streamlit renders as exactly that text, in a label or a message (``md`` puts it into the app's own Markdown)."""
+    text = _MD_WJ.sub(WORD_JOINER, str(text))
+    text = _MD_ALWAYS.sub(lambda m: "\\" + m.group(0), text)
+    text = _MD_COLON.sub(lambda m: "\\:" + (WORD_JOINER if m.group(1) else ""), text)
+    return _MD_LINE_START.sub(lambda m: m.group(1) + m.group(2)[:-1] + "\\" + m.group(2)[-1], text)
+
+
+def md(template: str, /, *args, **kwargs) -> str:
+    """``template.format(*args, **kwargs)`` for a Streamlit label or message: ``template`` is the app's own Markdown,
+    every argument is plain text and is escaped (``markdown_escape``); numbers keep their format spec. The one way
+    to put a file name, an id, a component name or an exception into Markdown."""
+
+    def plain(v):
+        return v if isinstance(v, numbers.Number) else markdown_escape(str(v))
+
+    return template.format(*map(plain, args), **{k: plain(v) for k, v in kwargs.items()})
 
 
 def keep_widget_state() -> None:
@@ -275,7 +310,7 @@ def apply_run_scheme(run: str, has_values: bool) -> str:
     if ss.get(K.SCHEME_RUN) != run:
         ss[K.SCHEME_RUN] = run
         ss.update(_cfg_defaults(schemes.decode(code)))
-    return f"{ref.name} opens with `{code}`: {why}."
+    return f"{markdown_escape(ref.name)} opens with `{code}`: {why}."  # code and why: the app's own
 
 
 def sidebar_config() -> CreditConfig:

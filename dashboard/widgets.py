@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import exports, figcache, services
 from dashboard.services import RunHandle
-from dashboard.state import K
+from dashboard.state import K, md
 from dashboard.tables import RunInfo
 from engine import CreditConfig, CreditResult
 
@@ -60,7 +60,7 @@ def result_or_stop(ctx: Context, cfg: CreditConfig | None = None) -> CreditResul
         with st.spinner(f"Computing the credit of {ctx.info.trajectories:,} trajectories…", show_time=True):
             return services.compute(ctx.handle, cfg)
     except (ValueError, NotImplementedError) as e:
-        st.error(f"The engine cannot compute this scheme on this run: {e}")
+        st.error(md("The engine cannot compute this scheme on this run: {}", e))
         st.stop()
 
 

@@ -4,7 +4,7 @@ import functools
 
 import streamlit as st
 
-from dashboard import analysis, compare_model, schemes, services, widgets
+from dashboard import analysis, compare_model, schemes, services, state, widgets
 from dashboard.figures.compare import (
     difference_matrix,
     make_advantage_lines_figure,
@@ -62,7 +62,7 @@ if too_many:
 runs = services.compute_codes(ctx.handle, ctx.info, codes, ctx.config.value_source)
 for r in runs:
     if r.error:
-        st.warning(f"{compare_model.run_label(r.code, None)}: not computable on this run — {r.error}")
+        st.warning(state.md("{}: not computable on this run — {}", compare_model.run_label(r.code, None), r.error))
 runs = [r for r in runs if r.result is not None]
 if len(runs) < 2:
     st.info("Pick at least two schemes the run supports.")

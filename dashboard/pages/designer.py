@@ -40,13 +40,13 @@ with left:
     if ctx.info.turn_reward_names:
         st.markdown("**Turn components** (weight × value, per turn)")
         for name in ctx.info.turn_reward_names:
-            st.slider(name, 0.0, 2.0, step=0.01, key=state.weight_key("turn", name))
+            st.slider(state.markdown_escape(name), 0.0, 2.0, step=0.01, key=state.weight_key("turn", name))
     if ctx.info.global_reward_names:
         st.markdown("**Global components** (weight × value, per trajectory)")
         included = services.global_components_included(ctx.info, base)
         for name, inc in zip(ctx.info.global_reward_names, included, strict=True):
             st.slider(
-                name + ("" if inc else " (left out by the profile)"),
+                state.markdown_escape(name) + ("" if inc else " (left out by the profile)"),
                 0.0,
                 2.0,
                 step=0.01,

@@ -3,7 +3,7 @@ token view of an affected trajectory with its flagged tokens outlined."""
 
 import streamlit as st
 
-from dashboard import diagnostics, schemes, services, tokens_html, widgets
+from dashboard import diagnostics, schemes, services, state, tokens_html, widgets
 from dashboard.diagnostics import FindingView
 from dashboard.state import K, markdown_escape
 from engine.io.tokenize import TokenizerError
@@ -20,7 +20,7 @@ except TokenizerError as e:  # the text checks tokenize; the message names the t
     st.error(f"The lints need the run's tokenizer, which cannot be loaded: {markdown_escape(str(e))}")
     st.stop()
 except (ValueError, NotImplementedError) as e:
-    st.error(f"The lints cannot run under this scheme: {e}")
+    st.error(state.md("The lints cannot run under this scheme: {}", e))
     st.stop()
 ids = ctx.info.trajectory_ids
 checked = services.lint_rows(ctx.handle)  # a big run's sample (rows of the whole run), or None: every row

@@ -11,7 +11,7 @@ import streamlit as st
 from dashboard import analysis, services, tables, teach, tokens_html, widgets
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.sources import RunRef
-from dashboard.state import K
+from dashboard.state import K, markdown_escape, md
 from dashboard.theme import symmetric_range
 from engine import CreditConfig, get_estimator
 
@@ -229,7 +229,7 @@ with tab_a:
     if len(glob_df):
         st.markdown(
             "**Global**: G = Σ_c w_c · g_c over the components the profile includes "
-            f"(profile {tokens_html.escape(cfg.profile)} leaves out names starting with "
+            f"(profile {markdown_escape(cfg.profile)} leaves out names starting with "
             + ", ".join(f"`{p}`" for p in cfg.global_exclude_prefixes)
             + ")"
         )
@@ -260,7 +260,7 @@ with tab_a:
         out_sum = sum(float(traj.global_rewards[n]) * weights_g.get(n, 1.0) for n in kept_out)
         st.caption(
             "Left out here: "
-            + ", ".join(tokens_html.escape(n) for n in kept_out)
+            + ", ".join(markdown_escape(n) for n in kept_out)
             + " (bookkeeping). KG-R1's own code adds them to G (its bug, KG-R1 7538a53, ray_trainer_kg.py): under "
             "profile kg-r1 this "
             f"trajectory's total would be {f(score_turn + G + out_sum, 4)} instead of {f(score_turn + G, 4)}."
@@ -269,7 +269,7 @@ with tab_a:
         leak_sum = sum(float(traj.global_rewards[n]) * weights_g.get(n, 1.0) for n in leaks)
         st.warning(
             "**Pitfall, not the intended reward**: "
-            + ", ".join(f"`{n.replace('`', '')}`" for n in leaks)
+            + ", ".join(markdown_escape(n) for n in leaks)
             + f" start with `_` but not `_raw_`. They are bookkeeping, yet KG-R1's code adds them to G "
             f"(KG-R1 7538a53, ray_trainer_kg.py): total **{f(score_turn + G, 4)}** under profile kg-r1, against "
             f"**{f(score_turn + G - leak_sum, 4)}** when every `_` key is left out (profile verl). A correct "
@@ -283,7 +283,7 @@ with tab_a:
     if len(last_loss):
         p = int(last_loss[-1])
         st.markdown(
-            f"Placement **{tokens_html.escape(res.placement)}**: the last policy token (#{p}) gets "
+            f"Placement **{markdown_escape(res.placement)}**: the last policy token (#{p}) gets "
             f"**{f(table['token score'].iloc[p], 4)}**; Σ over the trajectory = "
             f"**{f(float(table['token score'].sum()), 4)}**."
         )
@@ -321,7 +321,7 @@ with tab_a:
     else:
         me = services.trajectory_summary(h, cfg).iloc[i]
         st.markdown(
-            f"{tokens_html.escape(get_estimator(cfg.estimator).label)}: group of {int(me['group size'])}, mean "
+            f"{markdown_escape(get_estimator(cfg.estimator).label)}: group of {int(me['group size'])}, mean "
             f"**{f(me['group mean'], 4)}**, std **{f(me['group std'], 4)}**; this trajectory's score "
             f"**{f(me['score'], 4)}** gives the advantage **{f(me['advantage'], 4)}** on its loss tokens."
         )
@@ -373,7 +373,7 @@ with tab_b:
             raise ValueError("no usable trajectory")
     except (KeyError, ValueError, OSError) as e:
         h2, info2 = ctx.handle, ctx.info
-        st.info(f"Sample {PYTHON_TOOL_SAMPLE} is not available ({e}); using the sidebar run instead.")
+        st.info(md("Sample {} is not available ({}); using the sidebar run instead.", PYTHON_TOOL_SAMPLE, e))
     b2 = services.batch(h2)
     rows = analysis.group_members(b2, 0 if h2 is not ctx.handle else ctx.traj)
     norm = st.toggle(
@@ -388,7 +388,7 @@ with tab_b:
         try:
             results[label] = services.compute(h2, services.effective_config(info2, base.replace(stepwise_mode=mode)))
         except (ValueError, NotImplementedError) as e:
-            st.warning(f"{label}: {e}")
+            st.warning(md("{}: {}", label, e))
     if results:
         doc = teach.rllm_doc_table(analysis.step_table(b2, results, rows[:8]), norm)
         config = {c: st.column_config.NumberColumn(lab, help=hlp) for c, (lab, hlp) in doc.attrs["labels"].items()}

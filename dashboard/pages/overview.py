@@ -5,6 +5,7 @@ import streamlit as st
 
 from dashboard import badges, bigrun, services, tables, widgets
 from dashboard.figures.overview import make_component_histograms_figure, make_distribution_figure
+from dashboard.state import md
 from dashboard.theme import SCHEME_COLORS, VERDICT_LABELS
 
 ctx = widgets.require_context(allow_empty=True)
@@ -89,7 +90,7 @@ st.html(badges.counts_html(badges.run_counts(info, summary), info.trajectories))
 if synth := dict(info.synthesized):
     st.caption(
         "Synthesized by the loader (not the trainer's numbers): "
-        + ", ".join(f"{f} in {k:,} of {info.trajectories:,} trajectories" for f, k in synth.items())
+        + ", ".join(md("{} in {:,} of {:,} trajectories", f, k, info.trajectories) for f, k in synth.items())
     )
 
 st.subheader("Problems the loader reported")
