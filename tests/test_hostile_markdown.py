@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 from test_app import PAGES, new_app, no_errors
 
 from dashboard import sources
@@ -101,8 +102,6 @@ def write_hostile_run(path: Path) -> Path:
 # ------------------------------------------------------------------------------------------------ helpers
 def rendered_text(markdown: str) -> str:
     """What a CommonMark renderer (with GFM tables and strikethrough) shows of ``markdown``, as plain text."""
-    from markdown_it import MarkdownIt
-
     out = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
     return html.unescape(re.sub(r"<[^>]+>", "", out)).replace(WORD_JOINER, "").strip()
 
@@ -155,7 +154,6 @@ def unescaped(text: str, payloads=PAYLOADS) -> list[str]:
 def test_escape_renders_the_text_itself(payload: str) -> None:
     """CommonMark shows the escaped payload as exactly the payload (no tag, no backslash); alone, and inside the
     app's own template (where a ':' follows)."""
-    pytest.importorskip("markdown_it")
     escaped = markdown_escape(payload)
     assert rendered_text(escaped) == payload, escaped
     assert rendered_text(md("Could not load {}: ValueError: {}", payload, payload)) == (
@@ -221,8 +219,7 @@ def test_designer_sliders_name_every_component(tour) -> None:
     for p in PAYLOADS:
         turn, glob = labels[f"{K.DS_WEIGHT_PREFIX}turn.{p}"], labels[f"{K.DS_WEIGHT_PREFIX}global.g {p}"]
         assert turn == markdown_escape(p) and glob.startswith(markdown_escape(f"g {p}")), (turn, glob)
-        if pytest.importorskip("markdown_it"):
-            assert rendered_text(turn) == p and rendered_text(glob).startswith(f"g {p}")
+        assert rendered_text(turn) == p and rendered_text(glob).startswith(f"g {p}")
     assert labels[f"{K.DS_WEIGHT_PREFIX}turn.format_score"] == "format_score"
 
 
@@ -240,8 +237,7 @@ def test_learn_names_bookkeeping_components(tour) -> None:
     assert left_out.startswith("Left out here: " + ", ".join(names) + " (bookkeeping)"), left_out
     pitfall = next(t for _, t in tour["learn kg-r1"] if t.startswith("**Pitfall"))
     assert pitfall.startswith("**Pitfall, not the intended reward**: " + ", ".join(names) + " start with `_`")
-    if pytest.importorskip("markdown_it"):
-        assert rendered_text(left_out).startswith("Left out here: " + ", ".join(f"_{p}" for p in BOOKKEEPING))
+    assert rendered_text(left_out).startswith("Left out here: " + ", ".join(f"_{p}" for p in BOOKKEEPING))
 
 
 def test_plain_text_positions_keep_the_text(tour) -> None:
@@ -263,10 +259,9 @@ def test_upload_error_names_the_file_literally() -> None:
     [error] = at.sidebar.error
     assert error.value.startswith(md("Could not load {}: ValueError: cannot detect the format of ", name))
     assert not unescaped(error.value), error.value
-    if pytest.importorskip("markdown_it"):
-        shown = rendered_text(error.value)
-        assert shown.startswith(f"Could not load {name}: ValueError: cannot detect the format of /"), shown
-        assert shown.count(PAYLOADS[-1]) >= 2  # the loader's message names the temporary copy (after its last '/')
+    shown = rendered_text(error.value)
+    assert shown.startswith(f"Could not load {name}: ValueError: cannot detect the format of /"), shown
+    assert shown.count(PAYLOADS[-1]) >= 2  # the loader's message names the temporary copy (after its last '/')
 
 
 def test_data_directory_error_names_the_file_literally(tmp_path, monkeypatch) -> None:
@@ -282,9 +277,8 @@ def test_data_directory_error_names_the_file_literally(tmp_path, monkeypatch) ->
     assert error.value.startswith(md("Could not load {}: ValueError: ", f"data:{rel}")), error.value
     for bad in ("![x](", "[l](", ":red[", "$x^2$", "**b**", "`c`", "<img"):
         assert not re.search(r"(?<!\\)" + re.escape(bad), error.value), (bad, error.value)
-    if pytest.importorskip("markdown_it"):
-        assert rendered_text(error.value).startswith(f"Could not load data:{rel}: ValueError: ")
-        assert rendered_text(error.value).count(BAD_FILE) >= 2  # the loader's message names the file too
+    assert rendered_text(error.value).startswith(f"Could not load data:{rel}: ValueError: ")
+    assert rendered_text(error.value).count(BAD_FILE) >= 2  # the loader's message names the file too
 
 
 def test_many_reward_components_draw() -> None:
