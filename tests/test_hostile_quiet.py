@@ -387,8 +387,9 @@ def test_folder_reads_any_case_and_names_every_entry_it_does_not_read(tmp_path):
     (folder / "LICENSE").write_text("MIT\n")
     (folder / ".hidden.jsonl").write_text("{}\n")
     (folder / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    write_jsonl(folder / "readme.jsonl", [rec("r1")])  # a data file, whatever its name
     res = load_run(folder)
-    assert [t.id for t in res.run.trajectories] == ["l1", "u1"]
+    assert [t.id for t in res.run.trajectories] == ["l1", "r1", "u1"]
     assert [
         (Path(p.file).name, p.reason.split(":")[0] if ":" in p.reason else p.reason, p.scope) for p in res.problems
     ] == [
@@ -405,7 +406,32 @@ def test_folder_reads_any_case_and_names_every_entry_it_does_not_read(tmp_path):
     from engine.io.load import folder_entries
 
     files, skipped = folder_entries(folder)
-    assert [p.name for p in files] == ["lower.jsonl", "upper.JSONL"] and len(skipped) == 4
+    assert [p.name for p in files] == ["lower.jsonl", "readme.jsonl", "upper.JSONL"] and len(skipped) == 4
+
+
+def test_a_pipe_is_refused_not_waited_on(tmp_path):
+    fifo = tmp_path / "run.jsonl"
+    os.mkfifo(fifo)
+    import signal
+
+    def hung(signum, frame):
+        raise TimeoutError("load_run waited on the pipe")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(ValueError) as err:  # opening it for reading blocked until a writer came
+            load_run(fifo)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert str(err.value) == f"{fifo}: not a regular file (a pipe or a device)"
+    write_jsonl(tmp_path / "ok.jsonl", [rec("ok")])
+    res = load_run(tmp_path)
+    assert [t.id for t in res.run.trajectories] == ["ok"]
+    assert [str(p) for p in res.problems] == [
+        f"{fifo}: skipped: not a regular file (a broken link, a pipe or a device)"
+    ]
 
 
 def test_a_compressed_file_alone_says_so(tmp_path):

@@ -79,16 +79,19 @@ def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]
     files: list[Path] = []
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
-        if is_doc_name(p.name) and not p.is_dir():
-            continue
         if p.is_dir():
             if not p.name.startswith("."):
                 reason = "subfolder not read: a folder load reads the files directly in it; load it on its own"
                 skipped.append((p, reason, "run"))
+        elif is_data_name(p.name) and not p.name.startswith("."):
+            if p.is_file():
+                files.append(p)
+            else:
+                skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
+        elif is_doc_name(p.name):
+            continue
         elif not p.is_file():
             skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
-        elif is_data_name(p.name):
-            files.append(p)
         elif p.name.lower().endswith(COMPRESSED_SUFFIXES):
             skipped.append((p, "skipped: compressed files are not read; decompress it first (e.g. gunzip)", "record"))
         else:
@@ -150,6 +153,8 @@ def load_run(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
+    if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
+        raise ValueError(f"{path}: not a regular file (a pipe or a device)")
     if tokenizer is not None:
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
     files, skipped = folder_entries(path) if path.is_dir() else ([path], [])
