@@ -146,17 +146,19 @@ def load_run(
     problem. ``progress(fraction, message)`` is called while reading. ``max_bytes`` caps one record (default
     16 MiB). ``response_length``: the trainer's response length limit (verl ``data.max_response_length``); formats
     that drop the end-of-turn token (verl's rollout dump) use it to flag rows cut at the limit as truncated.
-    Raises ``ValueError`` naming the file for a file that cannot be read, whatever the reader raised (an
-    unknown format, a damaged zip, permission denied, a file gone meanwhile; in a directory such a file is
-    reported as a problem and skipped), ``FileNotFoundError`` for a missing path.
+    Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
+    as a problem and skipped), ``FileNotFoundError`` for a missing path.
+    Whatever else a reader raises on a file (a damaged zip, permission denied, a file gone meanwhile, a library's
+    RecursionError) is a ``ValueError`` naming the file too, or in a directory a problem: that file is skipped
+    whole and the others load.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
-    if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
-        raise ValueError(f"{path}: not a regular file (a pipe or a device)")
     if tokenizer is not None:
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
+    if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
+        raise ValueError(f"{path}: not a regular file (a pipe or a device)")
     files, skipped = folder_entries(path) if path.is_dir() else ([path], [])
     if not files:
         why = "".join(f"; {p.name}: {reason}" for p, reason, _ in skipped[:5])
