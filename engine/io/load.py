@@ -190,8 +190,8 @@ def load_run(
                 raise ValueError(f"{file}: {e}") from None
             log.add(str(file), None, None, str(e))
         except Exception as e:  # noqa: BLE001 - whatever one file raises, the load goes on (or says which file)
-            if strict and _ours(e):
-                raise  # the first problem, "file:line: field: reason"
+            if _ours(e) and (strict or not path.is_dir()):
+                raise  # the first problem ("file:line: field: reason"), or the file's own ValueError
             if not path.is_dir() or strict:
                 raise ValueError(_file_error(file, e)) from None
             for traj in trajectories[kept:]:  # a file that failed half-way is skipped whole
