@@ -224,7 +224,7 @@ metadata = st.dictionaries(
     metadata_key,
     st.one_of(json_leaf, st.lists(json_leaf, max_size=2), st.dictionaries(metadata_key, json_leaf, max_size=2)),
     max_size=2,
-)
+).map(lambda md: md | ({"truncated": bool(md["truncated"])} if "truncated" in md else {}))  # a flag: true/false
 
 
 @st.composite

@@ -548,3 +548,15 @@ def test_server_start_cleans_up(tmp_path, monkeypatch):
 
     asyncio.run(start())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_flag_must_be_a_boolean(tmp_path):
+    """``"truncated": "no"`` read as true (bool of a non-empty string) and could mask the rollout's loss."""
+    recs = [rec("ok", metadata={"truncated": False}), rec("no", metadata={"truncated": "no"})]
+    recs.append(rec("two", metadata={"truncated": 2}))
+    res = load_run(write_jsonl(tmp_path / "t.jsonl", recs))
+    assert [t.id for t in res.run.trajectories] == ["ok"]
+    assert [(p.line, p.field, p.reason) for p in res.problems] == [
+        (2, "metadata.truncated", "expected true or false"),
+        (3, "metadata.truncated", "expected true or false"),
+    ]

@@ -4,8 +4,8 @@ A trajectory is rejected (with a ``RecordError`` naming the field) if: a segment
 a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward or
 ``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), a token id (response or
 prompt) is outside the tokenizer's vocabulary, the response has zero tokens, ``metadata.exclude_from_loss``
-(it zeroes the row's action mask) is not a boolean, or the free metadata could not be saved (``unwritable``:
-nested deeper than 64 levels, or an object key that is not a string).
+(it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the free metadata could not be
+saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a string).
 
 ``text_mismatches`` finds segments whose token ids decode to other text than the text the file gave with them
 (the loader notes each, keeping the record: credit is computed on the ids).
@@ -72,8 +72,9 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
     baseline = traj.metadata.get("reward_baseline")
     if isinstance(baseline, (int, float)):  # becomes the batch's reward_baselines
         _check_number(as_float(baseline, "metadata.reward_baseline"), "metadata.reward_baseline")
-    if not isinstance(traj.metadata.get("exclude_from_loss", False), bool):
-        raise RecordError("metadata.exclude_from_loss", "expected true or false")
+    for flag in ("exclude_from_loss", "truncated"):  # a "no" or a 2 must not quietly count as true
+        if not isinstance(traj.metadata.get(flag, False), bool):
+            raise RecordError(f"metadata.{flag}", "expected true or false")
     if why := unwritable(traj.metadata, "metadata"):
         raise RecordError(*why)
 
