@@ -31,7 +31,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from dashboard import bigrun, budget, diagnostics, sources, tables
+from dashboard import bigrun, budget, diagnostics, leftovers, sources, tables
 from dashboard.sources import RunRef
 from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
 from engine.credit import with_loss_agg_mode
@@ -181,7 +181,8 @@ def load_upload(file_name: str, data: bytes, progress: Progress | None = None, r
     if len(data) > MAX_UPLOAD_BYTES:
         raise ValueError(f"{file_name}: {len(data) / 2**20:.0f} MB is over the {MAX_UPLOAD_BYTES / 2**20:.0f} MB limit")
     safe = Path(file_name).name or "upload.jsonl"
-    with tempfile.TemporaryDirectory(prefix="creditlens-upload-") as tmp:
+    # the server's process id in the name: a server that starts after a crash removes it (warmup.lifespan)
+    with tempfile.TemporaryDirectory(prefix=leftovers.upload_prefix()) as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
         return _load_run(str(path), progress, response_length)

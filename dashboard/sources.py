@@ -33,7 +33,9 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in
     "nemo_gym": ("grpo", "NeMo Gym rollouts train with GRPO (NeMo RL); their critic values are synthesized"),
 }
-# Suffixes a run file may have (the loader sniffs the format; these only decide what is listed).
+# Suffixes a run file may have, in any case (the loader sniffs the format; these only decide what is listed).
+# Each one the loader reads (engine.io.load.DATA_SUFFIXES, case-insensitive as here) or, for the compressed
+# ones, refuses with a message that says to decompress the file: what is listed loads or says why it cannot.
 RUN_SUFFIXES = (
     ".jsonl",
     ".json",
@@ -43,7 +45,6 @@ RUN_SUFFIXES = (
     ".pt",
     ".pth",
     ".npz",
-    ".arrow",
     ".yaml",
     ".yml",
 )

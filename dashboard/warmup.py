@@ -184,8 +184,25 @@ def start() -> threading.Thread | None:
     return _thread
 
 
+def clean_leftovers() -> list:
+    """Remove upload copies that killed servers left in the temporary directory (``leftovers``); never a live
+    server's. Logged; a failure only leaves the folders there."""
+    from dashboard.leftovers import remove_stale_uploads
+
+    try:
+        removed = remove_stale_uploads()
+    except Exception:  # noqa: BLE001 - a start must not fail over temporary files
+        LOG.warning("could not look for stale upload folders", exc_info=True)
+        return []
+    if removed:
+        LOG.info("removed %d upload folder(s) left by stopped servers: %s", len(removed), ", ".join(map(str, removed)))
+    return removed
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app):
-    """``st.App`` lifespan: start the warm-up and serve at once (the thread does not hold up startup)."""
+    """``st.App`` lifespan: remove what killed servers left behind, start the warm-up and serve at once (the
+    thread does not hold up startup)."""
+    clean_leftovers()
     start()
     yield

@@ -224,7 +224,7 @@ metadata = st.dictionaries(
     metadata_key,
     st.one_of(json_leaf, st.lists(json_leaf, max_size=2), st.dictionaries(metadata_key, json_leaf, max_size=2)),
     max_size=2,
-)
+).map(lambda md: md | ({"truncated": bool(md["truncated"])} if "truncated" in md else {}))  # a flag: true/false
 
 
 @st.composite
@@ -672,7 +672,8 @@ def test_clean_records_survive_jsonl_parquet_jsonl(tmp_path_factory, data):
     tmp = tmp_path_factory.mktemp("roundtrip")
     first = write_jsonl(tmp / "clean.jsonl", recs)
     res = load(first)
-    assert all(MISSING_FIELD in p.reason or "is alone in its group" in p.reason for p in res.problems)
+    expected = (MISSING_FIELD, "is alone in its group", "token ids decode to")  # random text beside random ids
+    assert all(any(e in p.reason for e in expected) for p in res.problems)
     save_run(res.run, tmp / "clean.parquet")
     again = load(tmp / "clean.parquet")
     save_run(again.run, tmp / "back.jsonl")
@@ -790,7 +791,7 @@ def test_native_parquet_accounts_for_every_row(tmp_path_factory, data):
     if not damaged:
         check_accounting(res, "native", dict(enumerate(rows)), row_index, path.stem, lambda i: f"{path.stem}:{i}")
     else:  # rows past a row group that cannot be decoded are skipped with one problem naming them
-        located = {row_index(p) for p in res.problems} - {None}
+        located = {row_index(p) for p in res.problems if p.scope == "record"} - {None}  # notes skip no row
         skipped = [p for p in res.problems if "cannot be decoded" in p.reason]
         assert len(res.run) + len(located) == len(rows) or skipped
     check_batches(res.run)

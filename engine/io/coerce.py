@@ -63,6 +63,37 @@ def as_token_ids(value: object, field: str) -> np.ndarray:
     return arr.astype(TOKEN_DTYPE, copy=False)
 
 
+def as_mask(value: object, field: str) -> np.ndarray:
+    """[n] bool mask from 0/1 numbers or booleans (a list or an array). Anything else (NaN, 7, -1, 0.5, text) is
+    a ``RecordError`` naming the first bad position: a mask is never guessed (``NaN > 0`` would drop a token,
+    ``7 > 0`` keep one)."""
+    if isinstance(value, np.ndarray):
+        if value.ndim != 1:
+            raise RecordError(field, f"expected a flat mask, got shape {list(value.shape)}")
+        arr = value
+    elif isinstance(value, (list, tuple)):
+        try:
+            arr = np.asarray(value) if value else np.zeros(0, dtype=bool)
+        except (ValueError, TypeError) as e:
+            raise RecordError(field, f"expected a flat list of 0/1 values ({e})") from None
+        if arr.ndim != 1:
+            raise RecordError(field, "expected a flat list of 0/1 values")
+    else:
+        raise RecordError(field, f"expected a list of 0/1 values, got {type_name(value)}")
+    if arr.dtype.kind == "b":
+        return arr
+    if arr.dtype.kind not in "iuf":
+        bad = next((v for v in arr.tolist() if isinstance(v, bool) or not isinstance(v, (int, float))), None)
+        raise RecordError(field, f"mask values must be 0 or 1 (or true/false), found {_describe(bad)}")
+    with np.errstate(invalid="ignore"):
+        ones = arr == 1
+        bad = ~(ones | (arr == 0))  # NaN is neither
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise RecordError(field, f"mask values must be 0 or 1 (or true/false), found {arr[i].item()!r} at position {i}")
+    return ones
+
+
 def all_finite(arr: np.ndarray) -> bool:
     """True if no NaN/inf in ``arr``: one float64 sum (NaN/inf propagate), the exact check only if that fails."""
     return bool(np.isfinite(arr.sum(dtype=np.float64))) or bool(np.isfinite(arr).all())

@@ -3,7 +3,11 @@
 Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad
 records -> in chunks, fill token ids / texts with the tokenizer -> validate each trajectory -> drop duplicates
 of an id already loaded (reported) -> ``Run``. Then trajectories lacking log-probs/values that others have are
-reported. A directory loads every data file in it (sorted), as one run.
+reported. Segments for which a file gave both text and token ids are checked to agree (``text_mismatches``: a
+note, the record is kept). A directory loads every data file in it (sorted, suffixes in any case), as one run;
+every other entry but hidden files and documentation is named by a problem (``folder_entries``: subfolders,
+compressed files, files of other kinds), and a file that cannot be read (whatever it raises) is skipped whole
+with a problem naming it while the others load. Compressed files are refused by their content, not their name.
 """
 
 from __future__ import annotations
@@ -16,14 +20,22 @@ from engine.io.adapters import get_adapter
 from engine.io.batching import missing_field_problems
 from engine.io.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
 from engine.io.detect import NotRollouts, detect_format
-from engine.io.model import Trajectory
+from engine.io.model import Segment, Trajectory
 from engine.io.problems import Problem, ProblemLog, RecordError, no_progress
 from engine.io.run import Run
 from engine.io.tokenize import canonical_name, fill_tokens, get_tokenizer, known_vocab_size, needs_tokenizer, vocab_size
-from engine.io.validate import validate_trajectory
+from engine.io.validate import text_mismatches, unwritable, validate_trajectory
 
-DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".npz", ".yaml", ".yml", ".pkl", ".pickle")  # pickles: refused
+# What a folder load reads, suffixes in any case (pickles: refused with a message; .pth: torch.save's zip)
+DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".pth", ".npz", ".yaml", ".yml", ".pkl", ".pickle")
+# Compressed files are not read (reported; a folder load skips them with a problem): gzip, bzip2, xz, zstd.
+COMPRESSED = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+# Files a folder load passes over without a word: hidden files and a data folder's documentation.
+DOC_SUFFIXES = (".md", ".txt", ".rst")
+DOC_STEMS = ("readme", "license", "licence", "copying", "notice", "source")
 CHUNK = 512
+TEXT_NOTES_PER_FILE = 20  # segments whose token ids and text disagree, noted one by one; then one count
 
 
 @dataclass
@@ -40,9 +52,82 @@ class LoadResult:
 
 def data_files(path: Path) -> list[Path]:
     """The file itself, or the data files of a directory (sorted, README/LICENSE etc. skipped)."""
-    if path.is_dir():
-        return sorted(p for p in path.iterdir() if p.is_file() and p.suffix in DATA_SUFFIXES)
-    return [path]
+    return folder_entries(path)[0] if path.is_dir() else [path]
+
+
+def is_data_name(name: str) -> bool:
+    """Whether a folder load reads a file of this name (its suffix, in any case: ``RUN.JSONL`` too)."""
+    return name.lower().endswith(DATA_SUFFIXES)
+
+
+def is_doc_name(name: str) -> bool:
+    """Hidden files and documentation (README, LICENSE, ``*.md``, ``*.txt``): skipped without a problem."""
+    low = name.lower()
+    return low.startswith(".") or low.endswith(DOC_SUFFIXES) or low.split(".", 1)[0] in DOC_STEMS
+
+
+def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]:
+    """(data files read, [(entry, why it is not read, scope)]) of a folder, sorted by name. Every entry but hidden
+    files and documentation is one or the other: a subfolder, a compressed file or a file of another kind is
+    named with its reason, never passed over silently. ``scope`` is ``"record"`` for a file that may hold
+    rollouts the load cannot read (compressed, not a regular file) and ``"run"`` for what a folder load does not
+    read by design (subfolders, files of other kinds). ``ValueError`` if the folder cannot be listed."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as e:
+        raise ValueError(f"{folder}: cannot list this folder ({type(e).__name__}: {e.strerror or e})") from None
+    files: list[Path] = []
+    skipped: list[tuple[Path, str, str]] = []
+    for p in entries:
+        if p.is_dir():
+            if not p.name.startswith("."):
+                reason = "subfolder not read: a folder load reads the files directly in it; load it on its own"
+                skipped.append((p, reason, "run"))
+        elif is_data_name(p.name) and not p.name.startswith("."):
+            if p.is_file():
+                files.append(p)
+            else:
+                skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
+        elif is_doc_name(p.name):
+            continue
+        elif not p.is_file():
+            skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
+        elif p.name.lower().endswith(COMPRESSED_SUFFIXES):
+            skipped.append((p, "skipped: compressed files are not read; decompress it first (e.g. gunzip)", "record"))
+        else:
+            skipped.append((p, f"skipped: not a data file (a folder load reads {', '.join(DATA_SUFFIXES)})", "run"))
+    return files, skipped
+
+
+def compression(file: Path) -> str | None:
+    """The compression a file's first bytes show (``"gzip"``, ...), or None."""
+    with open(file, "rb") as f:
+        head = f.read(6)
+    return next((kind for magic, kind in COMPRESSED.items() if head.startswith(magic)), None)
+
+
+def _ours(err: BaseException) -> bool:
+    """A ``ValueError`` the loader raised itself (its message names the file and says what is wrong)."""
+    return type(err) is ValueError or (isinstance(err, ValueError) and type(err).__module__.startswith("engine."))
+
+
+def _read_error(err: BaseException) -> str:
+    """What went wrong reading a file: a ``ValueError`` of ours says it itself; anything else (``OSError``,
+    ``BadZipFile``, ``RecursionError``, a library's own error) by its type and message."""
+    if _ours(err):
+        return str(err)
+    detail = (err.strerror if isinstance(err, OSError) else None) or str(err)
+    return (
+        f"cannot read this file ({type(err).__name__}: {detail})"
+        if detail
+        else f"cannot read this file ({type(err).__name__})"
+    )
+
+
+def _file_error(file: Path, err: BaseException) -> str:
+    """``_read_error`` naming ``file`` (unless it does already): the message of a single-file load's ValueError."""
+    text = _read_error(err)
+    return text if str(file) in text else f"{file}: {text}"
 
 
 def load_run(
@@ -67,6 +152,9 @@ def load_run(
     opening it (``engine.io.tokenize.allowed_tokenizer``). None (the command line): any path.
     Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
+    Whatever else a reader raises on a file (a damaged zip, permission denied, a file gone meanwhile, a library's
+    RecursionError) is a ``ValueError`` naming the file too, or in a directory a problem: that file is skipped
+    whole and the others load.
     """
     path = Path(path)
     if not path.exists():
@@ -77,10 +165,18 @@ def load_run(
 
         tokenizer = allowed_tokenizer(tokenizer, roots, path if path.is_dir() else path.parent)
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
-    files = data_files(path)
+    if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
+        raise ValueError(f"{path}: not a regular file (a pipe or a device)")
+    files, skipped = folder_entries(path) if path.is_dir() else ([path], [])
     if not files:
-        raise ValueError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in this directory")
+        why = "".join(f"; {p.name}: {reason}" for p, reason, _ in skipped[:5])
+        raise ValueError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in this directory{why}")
     log = ProblemLog(strict=strict)
+    for entry, reason, scope in skipped:
+        if scope == "record":
+            log.add(str(entry), None, None, reason)
+        else:
+            log.note(str(entry), None, reason)
     report = progress or no_progress
     trajectories: list[Trajectory] = []
     seen: set[str] = set()
@@ -95,16 +191,22 @@ def load_run(
             tokenizer_roots=roots,
         )
         ctx.progress = _scaled(report, n, len(files))
+        kept = len(trajectories)
         try:
             infos.append(_load_file(file, fmt, tokenizer, ctx, seen, trajectories))
         except NotRollouts as e:
             if not path.is_dir():
                 raise ValueError(f"{file}: {e}") from None
             log.add(str(file), None, None, str(e))
-        except ValueError as e:
+        except Exception as e:  # noqa: BLE001 - whatever one file raises, the load goes on (or says which file)
+            if _ours(e) and (strict or not path.is_dir()):
+                raise  # the first problem ("file:line: field: reason"), or the file's own ValueError
             if not path.is_dir() or strict:
-                raise
-            log.add(str(file), None, None, f"{e}; file skipped")
+                raise ValueError(_file_error(file, e)) from None
+            for traj in trajectories[kept:]:  # a file that failed half-way is skipped whole
+                seen.discard(traj.id)
+            del trajectories[kept:]
+            log.add(str(file), None, None, f"{_read_error(e)}; file skipped")
     for problem in missing_field_problems(trajectories, str(path)):
         log.add(problem.file, problem.line, problem.field, problem.reason)
     if reason := degenerate_groups(trajectories):
@@ -127,11 +229,18 @@ def degenerate_groups(trajectories: list[Trajectory]) -> str | None:
 
 def _load_file(file: Path, fmt, tokenizer, ctx: LoadContext, seen: set[str], out: list[Trajectory]) -> dict:
     """Stream one file through its adapter into ``out``; returns what the file said about its run."""
+    if kind := compression(file):
+        raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
     name = fmt or detect_format(file, ctx.max_bytes)
     items = get_adapter(name).read(file, ctx)
+    texts = _TextCheck(ctx)
     # strict: validate each record before reading the next, so the error is the first bad record in the file
     for chunk in _chunks(items, 1 if ctx.log.strict else CHUNK):
-        _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out)
+        _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out, texts)
+    texts.close()
+    for key in [k for k, v in ctx.run_metadata.items() if unwritable(v, k)]:
+        field_, reason = unwritable(ctx.run_metadata.pop(key), f"metadata.{key}")
+        ctx.problem(None, field_, f"{reason}; this entry of the run's metadata is ignored")
     return {
         "source": name,
         "tokenizer": canonical_name(tokenizer or ctx.run_tokenizer),
@@ -159,19 +268,52 @@ def _make_run(path: Path, infos: list[dict], trajectories: list[Trajectory], log
     )
 
 
-def _accept(chunk, tok_name: str | None, ctx: LoadContext, seen: set[str], out: list[Trajectory]) -> None:
+class _TextCheck:
+    """Notes for segments whose file gave both text and token ids that disagree (``validate.text_mismatches``):
+    the first ``TEXT_NOTES_PER_FILE`` one by one (line, ``segments[j].text``), then one note with the count."""
+
+    def __init__(self, ctx: LoadContext) -> None:
+        self.ctx, self.count = ctx, 0
+
+    def check(self, given: list[tuple[int | None, str, int, Segment]], tok_name: str | None) -> None:
+        if not given:
+            return
+        for k, reason in text_mismatches([seg for *_, seg in given], tok_name):
+            self.count += 1
+            if self.count <= TEXT_NOTES_PER_FILE:
+                line, prefix, j, _ = given[k]
+                self.ctx.note(f"{prefix}segments[{j}].text", reason, line)
+
+    def close(self) -> None:
+        if self.count > TEXT_NOTES_PER_FILE:
+            more = self.count - TEXT_NOTES_PER_FILE
+            self.ctx.note(
+                "segments.text",
+                f"{more:,} more segments' token ids decode to other text than theirs (kept as loaded; {self.count:,} "
+                "in all): is the run's tokenizer the one that made the ids?",
+            )
+
+
+def _accept(
+    chunk, tok_name: str | None, ctx: LoadContext, seen: set[str], out: list[Trajectory], texts: _TextCheck
+) -> None:
     """Tokenize, validate and de-duplicate one chunk of adapter items, appending the good ones to ``out``.
 
     The tokenizer is only loaded when something needs it (text without ids, ids without text, or a vocabulary
-    size we do not know), so native files with token ids load without it.
+    size we do not know), so native files with token ids load without it. Segments for which the file gave both
+    text and token ids are checked to agree (``texts``: reported, kept as loaded).
     """
     trajs = [t for _, _, t in chunk]
+    both = {
+        id(t): [j for j, s in enumerate(t.segments) if s.text is not None and s.token_ids is not None] for t in trajs
+    }
     if needs_tokenizer(trajs):
         ctx.check_tokenizable(chunk)
         fill_tokens(trajs, get_tokenizer(tok_name))
     vocab = known_vocab_size(tok_name)
     if vocab is None:
         vocab = vocab_size(get_tokenizer(tok_name))
+    given = []
     for line, prefix, traj in chunk:
         try:
             validate_trajectory(traj, vocab)
@@ -183,6 +325,8 @@ def _accept(chunk, tok_name: str | None, ctx: LoadContext, seen: set[str], out: 
             continue
         seen.add(traj.id)
         out.append(traj)
+        given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
+    texts.check(given, tok_name)
 
 
 def _chunks(items: Iterable, size: int) -> Iterable[list]:

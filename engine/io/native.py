@@ -8,6 +8,7 @@ are written as float32 values (shortest round-trip text with orjson), so save ->
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -181,11 +182,34 @@ def _plain(value: object) -> object:
     return value
 
 
+def _has_nonfinite(value: object) -> bool:
+    """Whether a NaN or infinite float sits anywhere in ``value`` outside numpy arrays (free metadata can hold
+    one: the JSON reader's fallback parses ``NaN`` and ``1e400``; validation keeps rewards and arrays finite)."""
+    if isinstance(value, (float, np.floating)):
+        return not math.isfinite(value)
+    if isinstance(value, Mapping):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        try:  # a long list of numbers (logged advantages) in one C loop; NaN and inf propagate
+            return not math.isfinite(math.fsum(value))
+        except (TypeError, ValueError, OverflowError):  # not all numbers, inf - inf, or a finite overflow
+            return any(_has_nonfinite(v) for v in value)
+    return False
+
+
 def dumps_record(rec: dict) -> bytes:
-    """One JSON line (bytes, no newline). orjson writes float32 arrays with their shortest exact text."""
-    if orjson is not None:
-        return orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY)
-    return json.dumps(_plain(rec), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    """One JSON line (bytes, no newline), written so that loading it gives back the same values.
+
+    orjson writes float32 arrays with their shortest exact text, but it writes NaN and infinity as ``null`` and
+    refuses integers beyond 64 bits (``TypeError``); a record holding either (in its free metadata: a run loaded
+    from a file that had ``NaN``, ``1e400`` or a 4,000-digit integer there) is written by the standard library
+    instead, as ``NaN`` / ``Infinity`` / all the digits, which the reader parses back to the same value."""
+    if orjson is not None and not _has_nonfinite({k: v for k, v in rec.items() if k != "segments"}):
+        try:
+            return orjson.dumps(rec, option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:  # an integer beyond 64 bits
+            pass
+    return json.dumps(_plain(rec), ensure_ascii=False).encode("utf-8")
 
 
 def write_native_jsonl(trajectories: Iterable[Trajectory], header: dict, path: Path) -> None:

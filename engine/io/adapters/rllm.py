@@ -46,7 +46,7 @@ import numpy as np
 from engine.io.adapters.common import read_records, truncated_from_reason
 from engine.io.adapters.generations import attach_generations, mask_segments
 from engine.io.chatml import checked_messages, render_prompt, render_response
-from engine.io.coerce import as_float, as_float_array, as_token_ids, type_name
+from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id, prompt_group_id, stable_hash
 from engine.io.model import Trajectory
@@ -261,11 +261,9 @@ def _steps_trajectory(rec: Mapping, traj_id: str, group: str | None, metadata: d
 def _token_mode(rec: Mapping, default_id: str) -> Trajectory:
     ids = as_token_ids(rec["response_tokens"], "response_tokens")
     masks = rec.get("response_masks")
-    generated = as_token_ids(masks, "response_masks") if masks is not None else None
+    generated = as_mask(masks, "response_masks") if masks is not None else None
     if generated is not None and len(generated) != len(ids):
         raise RecordError("response_masks", f"has {len(generated)} values for {len(ids)} tokens")
-    if generated is not None and generated.size and generated.max() > 1:
-        raise RecordError("response_masks", "mask values must be 0 or 1")
     prompt_ids = as_token_ids(rec.get("prompt_tokens"), "prompt_tokens")
     reward = rec.get("trajectory_reward")
     metadata = {"truncated": truncated_from_reason(rec.get("termination_reason"))}

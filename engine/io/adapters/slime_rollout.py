@@ -30,7 +30,7 @@ import numpy as np
 
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
-from engine.io.coerce import as_float, as_float_array, as_token_ids, is_number, type_name
+from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
 from engine.io.model import Trajectory
@@ -101,7 +101,7 @@ def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) ->
     if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= len(tokens):
         raise RecordError("response_length", f"expected 1..{len(tokens)} (the response's token count), got {n!r}")
     mask = _list(s.get("loss_mask"))
-    mask = np.ones(n, dtype=bool) if mask is None else as_float_array(mask, "loss_mask") > 0
+    mask = np.ones(n, dtype=bool) if mask is None else as_mask(mask, "loss_mask")
     if len(mask) != n:
         raise RecordError("loss_mask", f"{len(mask)} entries for response_length {n}")
     lp = _list(s.get("rollout_log_probs"))

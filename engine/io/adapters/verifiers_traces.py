@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.coerce import as_float, as_float_array, as_token_ids, type_name
+from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
 from engine.io.model import Segment, Trajectory
@@ -61,7 +61,7 @@ def _node(raw: object, k: int) -> dict:
     if not isinstance(raw, Mapping):
         raise RecordError(f, f"expected an object, got {type_name(raw)}")
     ids = as_token_ids(raw.get("token_ids", []), f"{f}.token_ids")
-    mask = np.asarray(raw.get("mask", []), dtype=bool)
+    mask = as_mask(raw.get("mask", []), f"{f}.mask")
     if len(mask) != len(ids):
         raise RecordError(f"{f}.mask", f"{len(mask)} entries for {len(ids)} token ids")
     node = {"ids": ids, "mask": mask, "parent": raw.get("parent"), "sampled": bool(raw.get("sampled"))}

@@ -22,7 +22,8 @@ places on the last response token) become the reward, reported; with neither, ev
 says so. bf16/fp16 tensors are read as float32, sparse ones densified.
 Runs of ``response_mask`` = 1 are model segments, runs of 0 inside the attention mask tool segments.
 A field whose shape or dtype does not fit ``responses`` is reported and ignored; a bad row (token id out of
-range, NaN on a real token, a null Parquet row) is a problem ``row[b].<field>``. Padding is never checked.
+range, NaN on a real token, a mask value other than 0/1, a null Parquet row) is a problem ``row[b].<field>``.
+Padding is never checked (its masks are: a NaN or 7 in a mask would silently drop or keep a token).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import numpy as np
 
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
-from engine.io.coerce import as_float_array, as_token_ids
+from engine.io.coerce import as_float_array, as_mask, as_token_ids
 from engine.io.context import LoadContext
 from engine.io.fields import prompt_group_id
 from engine.io.model import Trajectory
@@ -243,11 +244,12 @@ def _trajectory(
         raise RecordError("responses", "expected a row of token ids")
     T = len(ids)
     attn = _row(data, "attention_mask", b)
-    resp_attn = attn[len(attn) - T :] if attn is not None else np.ones(T)
-    valid = resp_attn > 0
+    attn = as_mask(attn, "attention_mask") if attn is not None else None  # 0/1 only: NaN or 7 is a problem
+    resp_attn = attn[len(attn) - T :] if attn is not None else np.ones(T, dtype=bool)
+    valid = resp_attn
     ids = as_token_ids(ids[valid], "responses")  # padding may hold anything
     generated = _row(data, "response_mask", b)
-    generated = (generated > 0) if generated is not None else valid
+    generated = as_mask(generated, "response_mask") if generated is not None else valid
     per_token = {}
     for src, dst in PER_TOKEN.items():
         value = _row(data, src, b)
