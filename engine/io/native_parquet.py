@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.context import LoadContext
+from engine.io.limits import check_parquet
 from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
 from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
 from engine.io.problems import RecordError
@@ -138,16 +139,81 @@ class _ListView:
         return self.values[self.offsets[i] : self.offsets[i + 1]] if self.valid[i] else None
 
 
+def _is_list(t) -> bool:
+    """A list type whose item i is ``values[offsets[i]:offsets[i+1]]`` (not a list view or fixed-size list)."""
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _number_list(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_null(t) or (
+        _is_list(t) and any(f(t.value_type) for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_null))
+    )
+
+
+def check_columns(schema, path: Path) -> None:
+    """``ValueError`` naming the column if one whose values the reader slices out of Arrow buffers has a type
+    of another shape than the native schema's (a string column where token ids are expected): every row would
+    be wrong the same way. Numbers of another width are fine (ids and values are checked row by row)."""
+    import pyarrow as pa
+
+    def refuse(name: str, t, want: str) -> ValueError:
+        return ValueError(
+            f"{path}: column {name!r} is {t}, expected {want} (the native Parquet schema); no row of this file "
+            "can be read"
+        )
+
+    names = schema.names
+    if "prompt_token_ids" in names and not _number_list(t := schema.field("prompt_token_ids").type):
+        raise refuse("prompt_token_ids", t, "list<int32> (token ids)")
+    seg = schema.field("segments").type
+    if pa.types.is_null(seg):
+        return
+    if not (_is_list(seg) and pa.types.is_struct(seg.value_type)):
+        raise refuse("segments", seg, "a list of segment structs (role, text, token_ids, log_probs, ...)")
+    for child in seg.value_type:
+        if child.name in ("token_ids", *PER_TOKEN_FIELDS) and not _number_list(child.type):
+            raise refuse(
+                f"segments.{child.name}", child.type, f"list<{'int32' if child.name == 'token_ids' else 'float'}>"
+            )
+
+
+class _Absent:
+    """A column the file does not have (or has as all-null): None in every row."""
+
+    def __getitem__(self, i: int) -> None:
+        return None
+
+
+def _list_view(arr):
+    import pyarrow as pa
+
+    return _Absent() if pa.types.is_null(arr.type) else _ListView(arr)
+
+
 def _records(batch) -> Iterator[dict]:
-    """Native record dicts (numpy slices inside) for one Arrow record batch."""
+    """Native record dicts (numpy slices inside) for one Arrow record batch (columns checked by
+    ``check_columns``; a segment field the file lacks is None)."""
+    import pyarrow as pa
+
     cols = {name: batch.column(name) for name in batch.schema.names}
     segs = cols["segments"]
+    if pa.types.is_null(segs.type):
+        segs = pa.array([None] * len(segs), type=pa.list_(pa.struct([("role", pa.string())])))
     seg_off = segs.offsets.to_numpy()
     structs = segs.values
-    roles = structs.field("role").to_pylist()
-    texts = structs.field("text").to_pylist()
-    lists = {name: _ListView(structs.field(name)) for name in ("token_ids",) + PER_TOKEN_FIELDS}
-    ptids = _ListView(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
+    present = {f.name for f in structs.type}
+
+    def field(name: str):
+        return structs.field(name) if name in present else pa.nulls(len(structs))
+
+    roles = field("role").to_pylist()
+    texts = field("text").to_pylist()
+    lists = {name: _list_view(field(name)) for name in ("token_ids",) + PER_TOKEN_FIELDS}
+    ptids = _list_view(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
     plain = {
         k: cols[k].to_pylist()
         for k in ("id", "group_id", "prompt", "turn_rewards", "global_rewards", "metadata")
@@ -171,6 +237,8 @@ def _row_trajectory(rec: dict, default_id: str) -> Trajectory:
 def _decode_json_columns(rec: dict) -> dict:
     """Parse the JSON text columns of one row; ``RecordError`` naming the column if one is not JSON."""
     for k in JSON_COLUMNS:
+        if rec.get(k) is not None and not isinstance(rec[k], (str, bytes)):
+            raise RecordError(k, f"expected JSON text, got {type(rec[k]).__name__}")
         if rec.get(k):
             try:
                 rec[k] = json.loads(rec[k])
@@ -196,6 +264,8 @@ def _apply_header(meta: dict, ctx: LoadContext) -> None:
 def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
     """Adapter ``native`` for Parquet: yields ``(None, "row[i].", trajectory)``; bad rows -> problems."""
     pf = open_parquet(path)
+    check_parquet(pf, path)  # row groups' declared sizes against the load ceiling, before any page is read
+    check_columns(pf.schema_arrow, path)
     _apply_header(pf.schema_arrow.metadata or {}, ctx)
     total = max(pf.metadata.num_rows, 1)
     row = 0

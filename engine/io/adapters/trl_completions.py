@@ -57,10 +57,13 @@ def _is_numeric(values: list) -> bool:
 
 
 def _read_columns(path: Path) -> dict[str, list]:
+    from engine.io.limits import check_parquet
     from engine.io.native_parquet import _read_errors, open_parquet
 
+    pf = open_parquet(path)
+    check_parquet(pf, path)  # row groups' declared sizes against the load ceiling, before any page is read
     try:
-        table = open_parquet(path).read()
+        table = pf.read()
     except _read_errors() as e:
         raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
     return {name: table.column(name).to_pylist() for name in table.column_names if not name.startswith("__")}
