@@ -536,3 +536,36 @@ def test_jsonl_record_cap_unchanged(tmp_path):
     assert [(p.line, p.reason) for p in res.problems] == [
         (2, f"record of {n:,} bytes is over the limit of 1,000 bytes (max_bytes); skipped")
     ]
+
+
+def test_verl_parquet_list_columns_are_read_as_views_not_python_objects(tmp_path):
+    """A verl Parquet dump's id / mask / log-prob lists were ``to_pylist``-ed (~36 bytes a value as Python ints,
+    so a file within the ceiling could take ten times it); now each row is a numpy slice of the Arrow buffer,
+    and the run is the one its ``.npz`` twin gives."""
+    from engine.io.adapters.verl_tensors import load_arrays
+
+    rng = np.random.default_rng(0)
+    responses = rng.integers(1, 150_000, (1000, 1000)).astype(np.int32)
+    lp = -rng.random((1000, 1000)).astype(np.float32)
+    mask = np.ones((1000, 1000), dtype=np.int64)
+    mask[3, 900:] = 0
+    pq.write_table(
+        pa.table({"responses": list(responses), "attention_mask": list(mask), "old_log_probs": list(lp)}),
+        tmp_path / "v.parquet",
+    )
+    tracemalloc.start()
+    arrays = load_arrays(tmp_path / "v.parquet")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 2**20  # was ~70 MB of Python ints and floats for these 3 M values
+    assert arrays["responses"][5].dtype == np.int32 and arrays["responses"][5].tolist() == responses[5].tolist()
+    np.savez(tmp_path / "v.npz", responses=responses[:8], attention_mask=mask[:8], old_log_probs=lp[:8])
+    pq.write_table(
+        pa.table({"responses": list(responses[:8]), "attention_mask": list(mask[:8]), "old_log_probs": list(lp[:8])}),
+        tmp_path / "v8.parquet",
+    )
+    a, b = load_run(tmp_path / "v8.parquet").run.trajectories, load_run(tmp_path / "v.npz").run.trajectories
+    assert [len(t.segments[0].token_ids) for t in a] == [1000, 1000, 1000, 900, 1000, 1000, 1000, 1000]
+    for x, y in zip(a, b, strict=True):
+        assert x.segments[0].token_ids.tolist() == y.segments[0].token_ids.tolist()
+        assert x.segments[0].log_probs.tolist() == y.segments[0].log_probs.tolist()
