@@ -569,3 +569,46 @@ def test_verl_parquet_list_columns_are_read_as_views_not_python_objects(tmp_path
     for x, y in zip(a, b, strict=True):
         assert x.segments[0].token_ids.tolist() == y.segments[0].token_ids.tolist()
         assert x.segments[0].log_probs.tolist() == y.segments[0].log_probs.tolist()
+
+
+def _dictionary_bomb(path: Path, rows: int, text: int) -> Path:
+    """A native run whose every row's prompt is one ``text``-byte string, stored once in a dictionary page: the
+    file is a few KB, its footer declares about ``text`` bytes, its rows decode to ``rows * text``."""
+    small = pq.read_table(_native_parquet(path.with_suffix(".small.parquet"), n=1))
+    table = small.take([0] * rows)
+    prompt = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["p" * text], pa.large_string()))
+    table = table.set_column(table.column_names.index("prompt"), "prompt", prompt)
+    pq.write_table(table.replace_schema_metadata(small.schema.metadata), path)
+    return path
+
+
+def test_dictionary_encoded_text_that_expands_past_the_ceiling_is_not_decoded(tmp_path, monkeypatch):
+    """Footer sizes cannot see it: one 64 KiB prompt referenced by 1,000 rows is 64 KiB in the file and 62.5
+    MiB decoded (the same trick with a 1 MiB string makes a 49 KB file that decodes to 100 MB per 100 rows).
+    String columns are read as dictionaries and counted before they are decoded."""
+    path = _dictionary_bomb(tmp_path / "dict.parquet", rows=1000, text=64 * 1024)
+    assert path.stat().st_size < 50_000
+    monkeypatch.setenv(MAX_LOAD_MB_ENV, "64")  # 32 MiB may be decoded
+    check_parquet(pq.ParquetFile(path), path)  # the footer passes
+    tracemalloc.start()
+    res = load_run(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(res.run) == 0
+    (problem,) = res.problems
+    assert (problem.field, problem.reason.split(" decode to ")[0]) == (
+        "row[0]",
+        "rows 0 to 999 are not read: rows 0 to 999",
+    )
+    assert problem.reason.split(" decode to ")[1].startswith("63.0 MiB (66,079,556 bytes)")
+    assert "over the 32.0 MiB (33,554,432 bytes) a load may decode" in problem.reason
+    assert peak < 16 * 2**20  # was the 62.5 MiB of prompts as Python strings
+    table = pq.read_table(path)
+    pq.write_table(
+        pa.table({"responses": [[1, 2]] * 1000, "attention_mask": [[1, 1]] * 1000, "uid": table.column("prompt")}),
+        tmp_path / "verl.parquet",
+    )
+    with pytest.raises(ValueError) as err:
+        load_run(tmp_path / "verl.parquet")
+    assert str(err.value).startswith(f"{tmp_path / 'verl.parquet'}: its 1,000 rows decode to 62.")
+    assert str(err.value).endswith("can expand thousands of times); refused before decoding")

@@ -191,3 +191,43 @@ def check_dense(path: Path | str, name: str, shape, itemsize: int, allowed: int)
             f"({MAX_LOAD_MB_ENV}); refused before densifying"
         )
     return dense
+
+
+def text_columns(pf) -> list[str]:
+    """Paths of the byte-array (string) leaf columns of ``pq.ParquetFile`` ``pf``: to be read as dictionaries
+    (``read_dictionary``), so that what they decode to is known before any value is materialised."""
+    return [c.path for c in pf.schema if c.physical_type == "BYTE_ARRAY"]
+
+
+def decoded_bytes(arr) -> int:
+    """Bytes ``arr`` (an Arrow array, chunked array, record batch or table) takes once every dictionary in it is decoded: a
+    dictionary-encoded string column is counted as its values' lengths (one 1 MiB entry referenced a thousand
+    times is a GiB), without decoding it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(arr, pa.ChunkedArray):
+        return sum(decoded_bytes(chunk) for chunk in arr.chunks)
+    if isinstance(arr, (pa.RecordBatch, pa.Table)):
+        return sum(decoded_bytes(column) for column in arr.columns)
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        lengths = pc.binary_length(arr.dictionary)
+        return int(pc.sum(pc.take(lengths, arr.indices)).as_py() or 0) + 8 * len(arr)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return 8 * (len(arr) + 1) + decoded_bytes(arr.flatten())
+    if pa.types.is_struct(t):
+        return sum(decoded_bytes(child) for child in arr.flatten())
+    return arr.nbytes
+
+
+def decoded_over(path: Path | str, what: str, decoded: int, limit: int | None = None) -> str | None:
+    """Why ``decoded`` bytes (what a file's values decode to, counted so far) are too many, or None."""
+    allowed = decoded_limit(limit)
+    if decoded <= allowed:
+        return None
+    return (
+        f"{what} decode to {mib(decoded)} ({decoded:,} bytes), over the {mib(allowed)} ({allowed:,} bytes) a load "
+        f"may decode (1/{DECODE_FACTOR} of the load ceiling of {mib(ceiling(limit))}, {MAX_LOAD_MB_ENV}; "
+        "dictionary-encoded text can expand thousands of times)"
+    )

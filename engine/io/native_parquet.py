@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.context import LoadContext
-from engine.io.limits import check_parquet
+from engine.io.limits import check_parquet, decoded_bytes, decoded_over, text_columns
 from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
 from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
 from engine.io.problems import RecordError
@@ -44,6 +44,36 @@ def open_parquet(path: Path):
         return pq.ParquetFile(path)
     except _read_errors() as e:
         raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+
+
+def with_dictionaries(pf, path: Path):
+    """``pf`` reopened so that its string columns are read as dictionaries: what they decode to
+    (``limits.decoded_bytes``) is then known before any value is materialised."""
+    import pyarrow.parquet as pq
+
+    names = text_columns(pf)
+    if not names:
+        return pf
+    try:
+        return pq.ParquetFile(path, read_dictionary=names)
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+
+
+def read_checked(path: Path, limit: int | None = None):
+    """The whole table of Parquet file ``path`` (for the adapters that read one at once): its footer held
+    against the load ceiling first (``limits.check_parquet``), then what its values decode to, before any string
+    is decoded; ``ValueError`` naming the file over either (``limit``: the ceiling, default ``max_load_bytes``)."""
+    pf = open_parquet(path)
+    check_parquet(pf, path, limit)
+    try:
+        table = with_dictionaries(pf, path).read()
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    why = decoded_over(path, f"its {table.num_rows:,} rows", sum(decoded_bytes(c) for c in table.columns), limit)
+    if why:
+        raise ValueError(f"{path}: {why}; refused before decoding")
+    return table
 
 
 def _schema():
@@ -268,12 +298,17 @@ def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | No
     check_columns(pf.schema_arrow, path)
     _apply_header(pf.schema_arrow.metadata or {}, ctx)
     total = max(pf.metadata.num_rows, 1)
-    row = 0
+    row = decoded = 0
     stem = Path(path).stem
-    batches = pf.iter_batches(batch_size=ROW_GROUP)
+    batches = with_dictionaries(pf, path).iter_batches(batch_size=ROW_GROUP)
     while True:
         try:
-            recs = list(_records(next(batches)))
+            batch = next(batches)
+            decoded += decoded_bytes(batch)  # strings still dictionaries: counted before they are decoded
+            if why := decoded_over(path, f"rows 0 to {row + batch.num_rows - 1:,}", decoded):
+                ctx.problem(None, f"row[{row}]", f"rows {row:,} to {total - 1:,} are not read: {why}")
+                return
+            recs = list(_records(batch))
         except StopIteration:
             break
         except _read_errors() as e:

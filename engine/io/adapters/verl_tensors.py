@@ -38,7 +38,7 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float_array, as_token_ids
 from engine.io.context import LoadContext, max_load_bytes
 from engine.io.fields import prompt_group_id
-from engine.io.limits import check_dense, check_npz, check_parquet, check_values, check_zip, decoded_limit
+from engine.io.limits import check_dense, check_npz, check_values, check_zip, decoded_limit
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -118,14 +118,9 @@ class _Densifier:
 
 
 def _parquet_arrays(path: Path, limit: int) -> dict[str, object]:
-    from engine.io.native_parquet import _read_errors, open_parquet
+    from engine.io.native_parquet import read_checked
 
-    pf = open_parquet(path)
-    check_parquet(pf, path, limit)  # row groups' declared sizes, before any page is decompressed
-    try:
-        table = pf.read()
-    except _read_errors() as e:
-        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    table = read_checked(path, limit)  # footer and decoded sizes against the load ceiling, before any value is decoded
     out = {}
     for name in table.column_names:
         rows = _list_rows(table.column(name))
