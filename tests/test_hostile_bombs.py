@@ -612,3 +612,20 @@ def test_dictionary_encoded_text_that_expands_past_the_ceiling_is_not_decoded(tm
         load_run(tmp_path / "verl.parquet")
     assert str(err.value).startswith(f"{tmp_path / 'verl.parquet'}: its 1,000 rows decode to 62.")
     assert str(err.value).endswith("can expand thousands of times); refused before decoding")
+
+
+def test_parquet_with_small_row_groups_loads_every_row(tmp_path):
+    """String columns are read as dictionaries one row group at a time (pyarrow cannot give a nested dictionary
+    column for a batch spanning two row groups); runs written with row groups of 2 rows load whole."""
+    path = _native_parquet(tmp_path / "run.parquet", n=7)
+    table = pq.read_table(path)
+    pq.write_table(table, tmp_path / "small.parquet", row_group_size=2)
+    a, b = load_run(path), load_run(tmp_path / "small.parquet")
+    assert not b.problems and a.run.content_hash == b.run.content_hash and len(b.run) == 7
+    uid = pa.array([f"q{i // 2}" for i in range(7)])
+    verl = pa.table({"responses": [[1, 2, 3]] * 7, "attention_mask": [[1, 1, 0]] * 7, "uid": uid})
+    pq.write_table(verl, tmp_path / "verl.parquet", row_group_size=2)
+    res = load_run(tmp_path / "verl.parquet")
+    assert [(t.group_id, t.segments[0].token_ids.tolist()) for t in res.run.trajectories] == [
+        (f"q{i // 2}", [1, 2]) for i in range(7)
+    ]

@@ -200,9 +200,9 @@ def text_columns(pf) -> list[str]:
 
 
 def decoded_bytes(arr) -> int:
-    """Bytes ``arr`` (an Arrow array, chunked array, record batch or table) takes once every dictionary in it is decoded: a
-    dictionary-encoded string column is counted as its values' lengths (one 1 MiB entry referenced a thousand
-    times is a GiB), without decoding it."""
+    """Bytes ``arr`` (an Arrow array, chunked array, record batch or table) takes once every dictionary in it
+    is decoded: a dictionary-encoded string column is counted as its values' lengths (one 1 MiB entry referenced
+    a thousand times is a GiB), without decoding it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -60,20 +60,50 @@ def with_dictionaries(pf, path: Path):
         raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
 
 
+def row_group_batches(pf, path: Path, batch_size: int) -> Iterator:
+    """Record batches of ``pf``, one row group at a time, string columns as dictionaries (one dictionary per
+    row group; pyarrow cannot hand over a nested column whose batch spans two). Where it cannot even within a
+    row group (``ArrowNotImplementedError``), that row group's remaining rows come with plain strings."""
+    import pyarrow as pa
+
+    dpf = with_dictionaries(pf, path)
+    for i in range(pf.num_row_groups):
+        done = 0
+        try:
+            for batch in dpf.iter_batches(batch_size=batch_size, row_groups=[i]):
+                done += batch.num_rows
+                yield batch
+        except pa.ArrowNotImplementedError:
+            for batch in pf.iter_batches(batch_size=batch_size, row_groups=[i]):
+                if done >= batch.num_rows:
+                    done -= batch.num_rows
+                    continue
+                yield batch.slice(done)
+                done = 0
+
+
 def read_checked(path: Path, limit: int | None = None):
     """The whole table of Parquet file ``path`` (for the adapters that read one at once): its footer held
     against the load ceiling first (``limits.check_parquet``), then what its values decode to, before any string
-    is decoded; ``ValueError`` naming the file over either (``limit``: the ceiling, default ``max_load_bytes``)."""
+    is decoded; ``ValueError`` naming the file over either (``limit``: the ceiling, default ``max_load_bytes``).
+    The table is the one ``pf.read()`` gives."""
+    import pyarrow as pa
+
     pf = open_parquet(path)
     check_parquet(pf, path, limit)
     try:
-        table = with_dictionaries(pf, path).read()
+        batches = list(row_group_batches(pf, path, 1 << 16))
     except _read_errors() as e:
         raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
-    why = decoded_over(path, f"its {table.num_rows:,} rows", sum(decoded_bytes(c) for c in table.columns), limit)
+    rows = sum(b.num_rows for b in batches)
+    why = decoded_over(path, f"its {rows:,} rows", sum(decoded_bytes(b) for b in batches), limit)
     if why:
         raise ValueError(f"{path}: {why}; refused before decoding")
-    return table
+    schema = pf.schema_arrow
+    try:
+        return pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
 
 
 def _schema():
@@ -300,7 +330,7 @@ def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | No
     total = max(pf.metadata.num_rows, 1)
     row = decoded = 0
     stem = Path(path).stem
-    batches = with_dictionaries(pf, path).iter_batches(batch_size=ROW_GROUP)
+    batches = row_group_batches(pf, path, ROW_GROUP)
     while True:
         try:
             batch = next(batches)
