@@ -254,6 +254,17 @@ def _list_view(arr):
     return _Absent() if pa.types.is_null(arr.type) else _ListView(arr)
 
 
+def _pylist(arr) -> list:
+    """``arr.to_pylist()``; a dictionary-encoded column decodes each dictionary entry once and the rows share
+    it (a prompt repeated over a group is one string, not one per row)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(arr.type):
+        return arr.to_pylist()
+    values = arr.dictionary.to_pylist()
+    return [None if i is None else values[i] for i in arr.indices.to_pylist()]
+
+
 def _records(batch) -> Iterator[dict]:
     """Native record dicts (numpy slices inside) for one Arrow record batch (columns checked by
     ``check_columns``; a segment field the file lacks is None)."""
@@ -270,12 +281,12 @@ def _records(batch) -> Iterator[dict]:
     def field(name: str):
         return structs.field(name) if name in present else pa.nulls(len(structs))
 
-    roles = field("role").to_pylist()
-    texts = field("text").to_pylist()
+    roles = _pylist(field("role"))
+    texts = _pylist(field("text"))
     lists = {name: _list_view(field(name)) for name in ("token_ids",) + PER_TOKEN_FIELDS}
     ptids = _list_view(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
     plain = {
-        k: cols[k].to_pylist()
+        k: _pylist(cols[k])
         for k in ("id", "group_id", "prompt", "turn_rewards", "global_rewards", "metadata")
         if k in cols
     }
