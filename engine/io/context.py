@@ -60,12 +60,12 @@ class LoadContext:
     log: ProblemLog
     progress: ProgressFn = no_progress
     max_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    dense_bytes: int = 0  # bytes this file's tensors took when made dense / float32 (held against limits.decoded_limit)
     tokenizer: str | None = None
     response_length: int | None = None
     run_name: str | None = None
     run_tokenizer: str | None = None
     run_metadata: dict = field(default_factory=dict)
-    dense_bytes: int = 0  # bytes this file's tensors took when made dense / float32 (held against limits.decoded_limit)
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)
