@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,6 +13,37 @@ from engine.io.problems import UNFORESEEN, ProblemLog, ProgressFn, RecordError, 
 T = TypeVar("T")
 
 DEFAULT_MAX_RECORD_BYTES = 16 * 1024 * 1024  # one JSONL line / one JSON document; larger ones become problems
+
+# The memory ceiling of one load (``$CREDITLENS_MAX_LOAD_MB``, MiB): what loading one file may take. The binary
+# readers (.npz / .pt zip archives, npy arrays, Parquet row groups, sparse tensors made dense) hold the sizes a
+# file DECLARES against it before anything is decompressed, at two measured costs: decoded data is held about
+# twice (Arrow / npy buffers and the arrays made from them), and each token costs about 48 bytes once loaded (the
+# 50,000 x 1,000-token native Parquet run, 218 MiB on disk, declares 0.85 GiB and 45 M tokens and peaks at
+# 1.9 GiB while loading; a verl .npz dump takes 46 bytes a token). The default, 4 GiB, lets that run load with
+# room to spare and refuses a 4 MB upload of deflated zeros that declares 4 GiB.
+DEFAULT_MAX_LOAD_MB = 4096
+MAX_LOAD_MB_ENV = "CREDITLENS_MAX_LOAD_MB"
+DECODE_FACTOR = 2  # bytes of memory per declared decoded byte
+TOKEN_BYTES = 48  # bytes of memory per loaded token
+
+
+def max_load_bytes() -> int:
+    """The load ceiling in bytes: ``$CREDITLENS_MAX_LOAD_MB`` (MiB) if set, else ``DEFAULT_MAX_LOAD_MB``."""
+    raw = os.environ.get(MAX_LOAD_MB_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_LOAD_MB << 20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not 0 < mb < float("inf"):
+        raise ValueError(f"{MAX_LOAD_MB_ENV}={raw!r}: expected a positive number of MiB")
+    return int(mb * 2**20)
+
+
+def mib(n: int) -> str:
+    """``n`` bytes as MiB for messages (``4,096.0 MiB``)."""
+    return f"{n / 2**20:,.1f} MiB"
 
 
 @dataclass
@@ -30,6 +62,7 @@ class LoadContext:
     log: ProblemLog
     progress: ProgressFn = no_progress
     max_bytes: int = DEFAULT_MAX_RECORD_BYTES
+    dense_bytes: int = 0  # bytes this file's tensors took when made dense / float32 (held against limits.decoded_limit)
     tokenizer: str | None = None
     response_length: int | None = None
     run_name: str | None = None

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.context import LoadContext
+from engine.io.limits import check_parquet, decoded_bytes, decoded_over, text_columns
 from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
 from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
 from engine.io.problems import RecordError
@@ -41,6 +42,66 @@ def open_parquet(path: Path):
 
     try:
         return pq.ParquetFile(path)
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+
+
+def with_dictionaries(pf, path: Path):
+    """``pf`` reopened so that its string columns are read as dictionaries: what they decode to
+    (``limits.decoded_bytes``) is then known before any value is materialised."""
+    import pyarrow.parquet as pq
+
+    names = text_columns(pf)
+    if not names:
+        return pf
+    try:
+        return pq.ParquetFile(path, read_dictionary=names)
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+
+
+def row_group_batches(pf, path: Path, batch_size: int) -> Iterator:
+    """Record batches of ``pf``, one row group at a time, string columns as dictionaries (one dictionary per
+    row group; pyarrow cannot hand over a nested column whose batch spans two). Where it cannot even within a
+    row group (``ArrowNotImplementedError``), that row group's remaining rows come with plain strings."""
+    import pyarrow as pa
+
+    dpf = with_dictionaries(pf, path)
+    for i in range(pf.num_row_groups):
+        done = 0
+        try:
+            for batch in dpf.iter_batches(batch_size=batch_size, row_groups=[i]):
+                done += batch.num_rows
+                yield batch
+        except pa.ArrowNotImplementedError:
+            for batch in pf.iter_batches(batch_size=batch_size, row_groups=[i]):
+                if done >= batch.num_rows:
+                    done -= batch.num_rows
+                    continue
+                yield batch.slice(done)
+                done = 0
+
+
+def read_checked(path: Path, limit: int | None = None):
+    """The whole table of Parquet file ``path`` (for the adapters that read one at once): its footer held
+    against the load ceiling first (``limits.check_parquet``), then what its values decode to, before any string
+    is decoded; ``ValueError`` naming the file over either (``limit``: the ceiling, default ``max_load_bytes``).
+    The table is the one ``pf.read()`` gives."""
+    import pyarrow as pa
+
+    pf = open_parquet(path)
+    check_parquet(pf, path, limit)
+    try:
+        batches = list(row_group_batches(pf, path, 1 << 16))
+    except _read_errors() as e:
+        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    rows = sum(b.num_rows for b in batches)
+    why = decoded_over(path, f"its {rows:,} rows", sum(decoded_bytes(b) for b in batches), limit)
+    if why:
+        raise ValueError(f"{path}: {why}; refused before decoding")
+    schema = pf.schema_arrow
+    try:
+        return pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
     except _read_errors() as e:
         raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
 
@@ -138,18 +199,94 @@ class _ListView:
         return self.values[self.offsets[i] : self.offsets[i + 1]] if self.valid[i] else None
 
 
+def _is_list(t) -> bool:
+    """A list type whose item i is ``values[offsets[i]:offsets[i+1]]`` (not a list view or fixed-size list)."""
+    import pyarrow as pa
+
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _number_list(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_null(t) or (
+        _is_list(t) and any(f(t.value_type) for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_null))
+    )
+
+
+def check_columns(schema, path: Path) -> None:
+    """``ValueError`` naming the column if one whose values the reader slices out of Arrow buffers has a type
+    of another shape than the native schema's (a string column where token ids are expected): every row would
+    be wrong the same way. Numbers of another width are fine (ids and values are checked row by row)."""
+    import pyarrow as pa
+
+    def refuse(name: str, t, want: str) -> ValueError:
+        return ValueError(
+            f"{path}: column {name!r} is {t}, expected {want} (the native Parquet schema); no row of this file "
+            "can be read"
+        )
+
+    names = schema.names
+    if "prompt_token_ids" in names and not _number_list(t := schema.field("prompt_token_ids").type):
+        raise refuse("prompt_token_ids", t, "list<int32> (token ids)")
+    seg = schema.field("segments").type
+    if pa.types.is_null(seg):
+        return
+    if not (_is_list(seg) and pa.types.is_struct(seg.value_type)):
+        raise refuse("segments", seg, "a list of segment structs (role, text, token_ids, log_probs, ...)")
+    for child in seg.value_type:
+        if child.name in ("token_ids", *PER_TOKEN_FIELDS) and not _number_list(child.type):
+            raise refuse(
+                f"segments.{child.name}", child.type, f"list<{'int32' if child.name == 'token_ids' else 'float'}>"
+            )
+
+
+class _Absent:
+    """A column the file does not have (or has as all-null): None in every row."""
+
+    def __getitem__(self, i: int) -> None:
+        return None
+
+
+def _list_view(arr):
+    import pyarrow as pa
+
+    return _Absent() if pa.types.is_null(arr.type) else _ListView(arr)
+
+
+def _pylist(arr) -> list:
+    """``arr.to_pylist()``; a dictionary-encoded column decodes each dictionary entry once and the rows share
+    it (a prompt repeated over a group is one string, not one per row)."""
+    import pyarrow as pa
+
+    if not pa.types.is_dictionary(arr.type):
+        return arr.to_pylist()
+    values = arr.dictionary.to_pylist()
+    return [None if i is None else values[i] for i in arr.indices.to_pylist()]
+
+
 def _records(batch) -> Iterator[dict]:
-    """Native record dicts (numpy slices inside) for one Arrow record batch."""
+    """Native record dicts (numpy slices inside) for one Arrow record batch (columns checked by
+    ``check_columns``; a segment field the file lacks is None)."""
+    import pyarrow as pa
+
     cols = {name: batch.column(name) for name in batch.schema.names}
     segs = cols["segments"]
+    if pa.types.is_null(segs.type):
+        segs = pa.array([None] * len(segs), type=pa.list_(pa.struct([("role", pa.string())])))
     seg_off = segs.offsets.to_numpy()
     structs = segs.values
-    roles = structs.field("role").to_pylist()
-    texts = structs.field("text").to_pylist()
-    lists = {name: _ListView(structs.field(name)) for name in ("token_ids",) + PER_TOKEN_FIELDS}
-    ptids = _ListView(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
+    present = {f.name for f in structs.type}
+
+    def field(name: str):
+        return structs.field(name) if name in present else pa.nulls(len(structs))
+
+    roles = _pylist(field("role"))
+    texts = _pylist(field("text"))
+    lists = {name: _list_view(field(name)) for name in ("token_ids",) + PER_TOKEN_FIELDS}
+    ptids = _list_view(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
     plain = {
-        k: cols[k].to_pylist()
+        k: _pylist(cols[k])
         for k in ("id", "group_id", "prompt", "turn_rewards", "global_rewards", "metadata")
         if k in cols
     }
@@ -171,6 +308,8 @@ def _row_trajectory(rec: dict, default_id: str) -> Trajectory:
 def _decode_json_columns(rec: dict) -> dict:
     """Parse the JSON text columns of one row; ``RecordError`` naming the column if one is not JSON."""
     for k in JSON_COLUMNS:
+        if rec.get(k) is not None and not isinstance(rec[k], (str, bytes)):
+            raise RecordError(k, f"expected JSON text, got {type(rec[k]).__name__}")
         if rec.get(k):
             try:
                 rec[k] = json.loads(rec[k])
@@ -196,14 +335,21 @@ def _apply_header(meta: dict, ctx: LoadContext) -> None:
 def read_native_parquet(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
     """Adapter ``native`` for Parquet: yields ``(None, "row[i].", trajectory)``; bad rows -> problems."""
     pf = open_parquet(path)
+    check_parquet(pf, path)  # row groups' declared sizes against the load ceiling, before any page is read
+    check_columns(pf.schema_arrow, path)
     _apply_header(pf.schema_arrow.metadata or {}, ctx)
     total = max(pf.metadata.num_rows, 1)
-    row = 0
+    row = decoded = 0
     stem = Path(path).stem
-    batches = pf.iter_batches(batch_size=ROW_GROUP)
+    batches = row_group_batches(pf, path, ROW_GROUP)
     while True:
         try:
-            recs = list(_records(next(batches)))
+            batch = next(batches)
+            decoded += decoded_bytes(batch)  # strings still dictionaries: counted before they are decoded
+            if why := decoded_over(path, f"rows 0 to {row + batch.num_rows - 1:,}", decoded):
+                ctx.problem(None, f"row[{row}]", f"rows {row:,} to {total - 1:,} are not read: {why}")
+                return
+            recs = list(_records(batch))
         except StopIteration:
             break
         except _read_errors() as e:

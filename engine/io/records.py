@@ -5,9 +5,10 @@ read whole. Each bad line (truncated JSON, binary garbage, not an object) become
 on. ``orjson`` is used when installed (about 10x faster on token arrays); the standard library parses what
 orjson refuses (``NaN`` literals, which Python's ``json.dumps`` writes) so that validation can say "NaN".
 A record holding a lone UTF-16 surrogate (``"\\ud800"``, which no encoder can write back) is a problem too.
-A file starting with ``[`` is one JSON array unless its first lines are JSON values by themselves, or the whole
-file does not parse or is too large to read whole: then it is JSONL (e.g. an rLLM chat dump, one message list a
-line).
+A file starting with ``[`` is one JSON array unless its first lines are JSON values by themselves, or it does not
+parse: then it is JSONL (e.g. an rLLM chat dump, one message list a line). An array larger than ``max_bytes`` is
+split into items by scanning its brackets, strings and commas chunk by chunk, so that each item is held only up
+to ``max_bytes``: a larger one is reported (``[i]``) and skipped like an over-long JSONL line.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import BinaryIO
 
 from engine.io.context import LoadContext
@@ -130,6 +131,79 @@ def _first_byte(f: BinaryIO) -> bytes:
     return head[:1]
 
 
+_IN_STRING = re.compile(rb'["\\]')  # inside a string only a quote or an escape matter
+_ITEMS = re.compile(rb'[\[\]{}",]')  # in the array itself: brackets, strings and the commas between items
+_NESTED = re.compile(rb'[\[\]{}"]')  # deeper: brackets and strings (commas there separate nothing of ours)
+
+
+class _Broken(Exception):
+    """The JSON array is not well-formed at byte ``offset``."""
+
+    def __init__(self, offset: int, reason: str, after: bool = False) -> None:
+        super().__init__(reason)
+        self.offset, self.reason, self.after = offset, reason, after  # after: the array itself was whole
+
+
+def _array_items_raw(f: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, int]]:
+    """(raw bytes, size) of each item of the JSON array ``f`` is positioned at, split by scanning brackets,
+    strings and commas chunk by chunk: no item is held beyond ``limit`` bytes (an item over it comes as
+    ``(None, its size)``, skipped, never read whole). Raises ``_Broken`` where the text stops being one array."""
+    depth, in_string, skip, closed, opened, count = 0, False, 0, False, False, 0
+    parts: list[bytes] | None = []
+    size = 0
+    offset = f.tell()
+    while chunk := f.read(_CHUNK):
+        pos, start = min(skip, len(chunk)), 0
+        skip -= pos
+        if closed and chunk.strip():
+            raise _Broken(offset, "text after the closing ]", after=True)
+        while not closed:
+            pattern = _IN_STRING if in_string else (_ITEMS if depth <= 1 else _NESTED)
+            m = pattern.search(chunk, pos)
+            if m is None:
+                break
+            ch, at = m.group(), m.start()
+            pos = m.end()
+            if in_string:
+                if ch == b"\\":
+                    pos += 1  # the escaped byte (may be in the next chunk)
+                    skip = max(pos - len(chunk), 0)
+                else:
+                    in_string = False
+            elif ch == b'"':
+                in_string = True
+            elif depth == 0:
+                if ch != b"[" or opened or chunk[:at].strip(BOM + b" \t\r\n"):
+                    raise _Broken(offset + at, f"expected [, found {ch.decode()!r}")
+                depth, opened, start = 1, True, pos
+            elif ch in b"[{":
+                depth += 1
+            elif depth == 1 and ch in b",]":
+                size += at - start
+                raw = b"".join(parts) + chunk[start:at] if parts is not None and size <= limit else None
+                if ch == b"," or count or raw is None or raw.strip():  # "[]" and "[ ]" hold no item
+                    count += 1
+                    yield raw, size
+                parts, size, start = [], 0, pos
+                if ch == b"]":
+                    depth, closed = 0, True
+                    if chunk[pos:].strip():
+                        raise _Broken(offset + pos, "text after the closing ]", after=True)
+            elif ch in b"]}":
+                if depth == 1:
+                    raise _Broken(offset + at, f"unexpected {ch.decode()!r}")
+                depth -= 1
+        if not closed and opened:
+            size += len(chunk) - start
+            if parts is not None and size <= limit:
+                parts.append(chunk[start:])
+            else:
+                parts = None
+        offset += len(chunk)
+    if not closed:
+        raise _Broken(offset, "the file ends inside the array (truncated?)")
+
+
 def iter_json_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
     """Yield ``(line, field_prefix, value)`` for every record of a JSONL or JSON file.
 
@@ -140,9 +214,12 @@ def iter_json_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None,
     with open(path, "rb") as f:
         first = _first_byte(f)
         if first == b"[" and not _reads_as_jsonl(f, ctx):
-            items = _whole_array(f, ctx, size)
-            if items is not None:
-                yield from items
+            if size <= max(ctx.max_bytes, 1):  # no item can be over the limit: parse the array whole
+                items = _whole_array(f, ctx)
+                if items is not None:
+                    yield from items
+                    return
+            elif not (yield from _streamed_array(f, ctx, size)):
                 return
             f.seek(0)
         lines = iter_lines(f, ctx, size)
@@ -192,11 +269,9 @@ def _reads_as_jsonl(f: BinaryIO, ctx: LoadContext) -> bool:
     return False
 
 
-def _whole_array(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int | None, str, object]] | None:
-    """The items of a file that is one JSON array; None (file left to be read as JSONL, each bad line a problem)
-    if it does not parse or is too large to read whole (over 64 records' worth of ``max_bytes``)."""
-    if size > max(ctx.max_bytes, 1) * 64:
-        return None
+def _whole_array(f: BinaryIO, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]] | None:
+    """The items of a file that is one JSON array no larger than ``max_bytes``; None (file left to be read as
+    JSONL, each bad line a problem) if it does not parse."""
     raw = f.read()
     try:
         doc = parse_json(raw, unicode_check=False)
@@ -206,6 +281,42 @@ def _whole_array(f: BinaryIO, ctx: LoadContext, size: int) -> Iterator[tuple[int
         ctx.problem(None, None, f"expected a JSON array of records, got {type(doc).__name__}")
         return iter(())
     return _array_items(doc, ctx, unicode_check=_SURROGATE_ESCAPE.search(raw) is not None)
+
+
+def _streamed_array(f: BinaryIO, ctx: LoadContext, size: int) -> Generator[tuple[int | None, str, object], None, bool]:
+    """The items of a JSON array file larger than ``max_bytes``, read one at a time: an item over ``max_bytes``
+    is a problem ``[i]`` and skipped without being held, the others load. A first pass checks that the file is
+    one array (holding nothing); if it is not (JSONL whose lines are arrays, text after the ``]``, a stray
+    bracket) nothing is read and True is returned: read it as JSONL. An array cut short (the file ends inside
+    it) loads the items before the cut, and a problem says where it breaks off."""
+    start = f.tell()
+    try:
+        for _ in _array_items_raw(f, -1):
+            pass
+    except _Broken as e:
+        if e.after or not e.reason.startswith("the file ends"):
+            return True
+    f.seek(start)
+    i = 0
+    try:
+        for raw, n in _array_items_raw(f, ctx.max_bytes):
+            if i % 256 == 0:
+                ctx.progress(min(f.tell() / max(size, 1), 1.0), f"reading {os.path.basename(ctx.file)}: record {i:,}")
+            if raw is None:
+                reason = f"record of {n:,} bytes is over the limit of {ctx.max_bytes:,} bytes (max_bytes); skipped"
+                ctx.problem(None, f"[{i}]", reason)
+            else:
+                try:
+                    value = parse_json(raw)
+                except RecordError as err:
+                    ctx.log.add_error(ctx.file, None, err, f"[{i}].")
+                else:
+                    yield None, f"[{i}].", value
+            i += 1
+    except _Broken as e:  # the file ends inside the array
+        after = f"nothing after item {i - 1:,} is read" if i else "no item is whole"
+        ctx.problem(None, f"[{i}]", f"the JSON array breaks off at byte {e.offset:,} ({e.reason}); {after}")
+    return False
 
 
 def _array_items(doc: list, ctx: LoadContext, unicode_check: bool) -> Iterator[tuple[int | None, str, object]]:

@@ -62,11 +62,15 @@ def truncated_from_reason(reason: object) -> bool:
 
 def load_weights_only(path: Path, before: str, after: str) -> object:
     """``torch.load(path, weights_only=True)``: tensors, containers, strings and numbers only, never code. A file
-    holding anything else raises ``ValueError("{path}: {before} ({the class torch refused}){after}")``."""
+    holding anything else raises ``ValueError("{path}: {before} ({the class torch refused}){after}")``; so does
+    one whose zip members declare more than the load ceiling (``engine.io.limits.check_zip``, before reading)."""
     import re
 
     import torch
 
+    from engine.io.limits import check_zip
+
+    check_zip(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError/... variants; one message

@@ -33,6 +33,7 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
+from engine.io.limits import check_dense, check_values, check_zip, decoded_limit
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -48,6 +49,7 @@ EXPORT_HINT = (
 def sniff_zip(path: Path) -> bool:
     """A ``torch.save`` archive whose pickle names ``rollout_id``, ``samples`` and ``response_length`` (read as
     bytes, never unpickled)."""
+    check_zip(path)  # refuses an archive whose members declare more than the load ceiling, before reading any
     try:
         with zipfile.ZipFile(path) as z:
             name = next((n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
@@ -70,15 +72,42 @@ def load_dump(path: Path) -> dict:
     return obj
 
 
-def _list(value: object) -> object:
+def _list(value: object, field: str, ctx: LoadContext) -> object:
+    """A tensor as a numpy array (a 0-d one as its number): bf16/fp16 as float32, a sparse one made dense if
+    the file's dense bytes stay under the load ceiling; ``RecordError`` for token ids in half precision (bf16
+    is exact only up to 256, fp16 up to 2,048). Anything else unchanged."""
     try:
         import torch
-
-        if isinstance(value, torch.Tensor):
-            return value.tolist()
     except ImportError:  # pragma: no cover
-        pass
-    return value
+        return value
+    if not isinstance(value, torch.Tensor):
+        return value
+    from engine.io.verl_export import plain_tensor
+
+    dtype = str(value.dtype).removeprefix("torch.")
+    if field == "tokens" and dtype in ("bfloat16", "float16"):
+        raise RecordError(field, f"token ids stored as {dtype}, which rounds ids; store them as integers")
+    half = dtype in ("bfloat16", "float16")
+    if value.layout != torch.strided or half:  # to_dense / .float() allocate a new tensor
+        try:
+            ctx.dense_bytes += check_dense(
+                ctx.file, field, value.shape, 4 if half else value.element_size(), decoded_limit() - ctx.dense_bytes
+            )
+        except ValueError as e:
+            raise RecordError(field, str(e).removeprefix(f"{ctx.file}: {field}: ")) from None
+    try:
+        arr = plain_tensor(value).numpy()
+    except (RuntimeError, TypeError) as e:
+        raise RecordError(field, f"a {dtype} tensor that cannot be read ({e})") from None
+    return arr.item() if arr.ndim == 0 else arr
+
+
+def _values(value: object) -> int:
+    """How many values a sample's ``tokens`` declares (a sparse tensor: its dense shape)."""
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    numel = getattr(value, "numel", None)
+    return int(numel()) if callable(numel) else 0
 
 
 def _rewards(value: object) -> tuple[dict[str, float], bool]:
@@ -96,19 +125,19 @@ def _rewards(value: object) -> tuple[dict[str, float], bool]:
 def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) -> tuple[Trajectory, bool]:
     if not isinstance(s, Mapping):
         raise RecordError(None, f"expected a Sample.to_dict() dict, got {type_name(s)}")
-    tokens = as_token_ids(_list(s.get("tokens")), "tokens")
+    tokens = as_token_ids(_list(s.get("tokens"), "tokens", ctx), "tokens")
     n = s.get("response_length")
     if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= len(tokens):
         raise RecordError("response_length", f"expected 1..{len(tokens)} (the response's token count), got {n!r}")
-    mask = _list(s.get("loss_mask"))
+    mask = _list(s.get("loss_mask"), "loss_mask", ctx)
     mask = np.ones(n, dtype=bool) if mask is None else as_mask(mask, "loss_mask")
     if len(mask) != n:
         raise RecordError("loss_mask", f"{len(mask)} entries for response_length {n}")
-    lp = _list(s.get("rollout_log_probs"))
+    lp = _list(s.get("rollout_log_probs"), "rollout_log_probs", ctx)
     lp = None if lp is None else as_float_array(lp, "rollout_log_probs")
     if lp is not None and len(lp) != n:
         raise RecordError("rollout_log_probs", f"{len(lp)} values for response_length {n}")
-    rewards, is_dict = _rewards(_list(s.get("reward")))
+    rewards, is_dict = _rewards(_list(s.get("reward"), "reward", ctx))
     removed = bool(s.get("remove_sample"))
     if removed:
         mask = np.zeros(n, dtype=bool)
@@ -141,6 +170,8 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
 
     obj = load_dump(path)
     rollout, stem, samples = str(obj.get("rollout_id")), Path(path).stem, obj["samples"]
+    count = sum(_values(s.get("tokens")) for s in samples if isinstance(s, Mapping))
+    check_values(path, f"the tokens of its {len(samples):,} samples", count)  # before any is converted
     dict_rewards = False
     for b, s in enumerate(samples):
         prefix = f"samples[{b}]."

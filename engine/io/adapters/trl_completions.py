@@ -57,12 +57,9 @@ def _is_numeric(values: list) -> bool:
 
 
 def _read_columns(path: Path) -> dict[str, list]:
-    from engine.io.native_parquet import _read_errors, open_parquet
+    from engine.io.native_parquet import read_checked
 
-    try:
-        table = open_parquet(path).read()
-    except _read_errors() as e:
-        raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
+    table = read_checked(path)  # footer and decoded sizes against the load ceiling, before any value is decoded
     return {name: table.column(name).to_pylist() for name in table.column_names if not name.startswith("__")}
 
 

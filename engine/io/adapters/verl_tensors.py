@@ -37,8 +37,9 @@ import numpy as np
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float_array, as_mask, as_token_ids
-from engine.io.context import LoadContext
+from engine.io.context import LoadContext, max_load_bytes
 from engine.io.fields import prompt_group_id
+from engine.io.limits import check_dense, check_npz, check_values, check_zip, decoded_limit
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -69,50 +70,125 @@ def sniff_columns(names: list[str]) -> bool:
     return ("responses" in names or "response_ids" in names) and bool({"attention_mask", "response_mask"} & set(names))
 
 
-def _to_numpy(value):
-    """Tensors as numpy arrays (``plain_tensor``: bf16/fp16 as float32, sparse ones densified)."""
-    import torch
-
-    from engine.io.verl_export import plain_tensor
-
-    return plain_tensor(value).numpy() if isinstance(value, torch.Tensor) else value
+ID_FIELDS = ("responses", "response_ids", "prompts", "uid", "index")  # integers: half precision would round them
+HALF = ("bfloat16", "float16")
 
 
-def load_arrays(path: Path) -> dict[str, object]:
-    """name -> array ([B, ...] numpy, or a list of per-row arrays for Parquet); raises ValueError if unreadable."""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    if magic == b"PAR1":
-        from engine.io.native_parquet import _read_errors, open_parquet
+class _Densifier:
+    """Tensors as numpy arrays: bf16/fp16 as float32, sparse ones made dense. Before converting, each field's
+    values (dense shape) are held against what a load may hold, and the bytes the conversions allocate against
+    what it may still decode. Half-precision ids are refused: bf16 holds integers exactly only up to 256 and
+    fp16 up to 2,048, so token or group ids stored that way may not be the ones the trainer used."""
 
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path, self.limit, self.made = path, limit, 0
+
+    def tensor(self, value, name: str):
+        import torch
+
+        from engine.io.verl_export import plain_tensor
+
+        if not isinstance(value, torch.Tensor):
+            return value
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype in HALF and name in ID_FIELDS:
+            raise ValueError(
+                f"{self.path}: {name}: ids stored as {dtype} (exact only up to "
+                f"{256 if dtype == 'bfloat16' else 2048}); store token and group ids as integers"
+            )
+        if value.layout != torch.strided or dtype in HALF:  # to_dense / .float() allocate a new tensor
+            itemsize = 4 if dtype in HALF else value.element_size()
+            self.made += check_dense(self.path, name, value.shape, itemsize, decoded_limit(self.limit) - self.made)
         try:
-            table = open_parquet(path).read()
-        except _read_errors() as e:
-            raise ValueError(f"{path}: not a readable Parquet file ({type(e).__name__}: {e})") from None
-        out = {}
-        for name in table.column_names:
-            col = table.column(name).to_pylist()
-            if any(isinstance(v, list) for v in col):  # list column: one array per row, None for a null row
-                out[name] = [None if v is None else np.asarray(v) for v in col]
-            else:
-                out[name] = np.asarray(col)
-        return out
-    if not zipfile.is_zipfile(path):
-        raise ValueError(f"{path}: not a .pt/.npz zip archive or Parquet file")
-    with zipfile.ZipFile(path) as z:
-        names = z.namelist()
-    if any(n.endswith(".npy") for n in names):
-        out = {}
+            return plain_tensor(value).numpy()
+        except (RuntimeError, TypeError, ValueError) as e:
+            raise ValueError(f"{self.path}: {name}: a {dtype} tensor that cannot be read ({e})") from None
+
+    def field(self, value, name: str):
+        """A top-level value; a list of per-row tensors becomes a list of arrays."""
+        import torch
+
+        if isinstance(value, torch.Tensor):
+            check_values(self.path, f"field {name!r} (shape {list(value.shape)})", value.numel(), self.limit)
+            return self.tensor(value, name)
+        if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):
+            count = sum(v.numel() for v in value if isinstance(v, torch.Tensor))
+            check_values(self.path, f"field {name!r} ({len(value):,} tensors)", count, self.limit)
+            return [self.tensor(v, name) for v in value]
+        return value
+
+
+def _parquet_arrays(path: Path, limit: int) -> dict[str, object]:
+    from engine.io.native_parquet import read_checked
+
+    table = read_checked(path, limit)  # footer and decoded sizes against the load ceiling, before any value is decoded
+    out = {}
+    for name in table.column_names:
+        rows = _list_rows(table.column(name))
+        if rows is not None:
+            out[name] = rows
+            continue
+        col = table.column(name).to_pylist()
+        if any(isinstance(v, list) for v in col):  # list column: one array per row, None for a null row
+            out[name] = [None if v is None else np.asarray(v) for v in col]
+        else:
+            out[name] = np.asarray(col)
+    return out
+
+
+def _list_rows(column) -> list | None:
+    """A list column of numbers without nulls inside as one numpy slice per row (None for a null row), views
+    of the Arrow buffer: no Python object per value (``to_pylist`` takes ~36 bytes an id). None for any other
+    column (read as before)."""
+    import pyarrow as pa
+
+    arr = column.combine_chunks()
+    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+        return None
+    kind = arr.type.value_type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        return None
+    if arr.values.null_count:
+        return None
+    offsets = arr.offsets.to_numpy()
+    values = arr.values.to_numpy(zero_copy_only=False)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return [values[offsets[i] : offsets[i + 1]] if valid[i] else None for i in range(len(arr))]
+
+
+def _npz_arrays(path: Path, limit: int) -> dict[str, object]:
+    check_npz(path, limit)  # member sizes and npy headers, before numpy allocates anything
+    out = {}
+    try:
         with np.load(path, allow_pickle=False) as data:
             for k in data.files:
                 try:
                     out[k] = data[k]
-                except ValueError:  # an object array (verl's non_tensor_batch keeps uid as dtype=object)
+                except ValueError as e:  # an object array (verl's non_tensor_batch keeps uid as dtype=object)
+                    if "allow_pickle" not in str(e):
+                        raise ValueError(f"{path}: field {k!r} cannot be read ({e})") from None
                     raise ValueError(
                         f"{path}: field {k!r} is a numpy object array, which only a pickle can read. Save it as "
                         f"strings (np.asarray(x, dtype=str)), or: {EXPORT_HINT}"
                     ) from None
-        return out
+    except (OSError, EOFError, zipfile.BadZipFile, NotImplementedError, RuntimeError) as e:  # a bad CRC, a cut file
+        raise ValueError(f"{path}: not a readable .npz archive ({type(e).__name__}: {e})") from None
+    return out
+
+
+def load_arrays(path: Path, limit: int | None = None) -> dict[str, object]:
+    """name -> array ([B, ...] numpy, or a list of per-row arrays for Parquet); raises ValueError if unreadable
+    or if what the file declares is over ``limit`` (default: the load ceiling, ``max_load_bytes``)."""
+    limit = max_load_bytes() if limit is None else limit
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == b"PAR1":
+        return _parquet_arrays(path, limit)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path}: not a .pt/.npz zip archive or Parquet file")
+    names = [info.filename for info in check_zip(path, limit)]
+    if any(n.endswith(".npy") for n in names):
+        return _npz_arrays(path, limit)
     obj = load_weights_only(
         path,
         "cannot load safely with torch.load(weights_only=True): it holds Python objects",
@@ -120,12 +196,13 @@ def load_arrays(path: Path) -> dict[str, object]:
     )
     if not isinstance(obj, Mapping):
         raise ValueError(f"{path}: expected a dict of tensors, got {type(obj).__name__}")
+    dense = _Densifier(path, limit)
     flat: dict[str, object] = {}
     for key, value in obj.items():
         if key in ("batch", "non_tensor_batch") and isinstance(value, Mapping):
-            flat.update({k: _to_numpy(v) for k, v in value.items()})
+            flat.update({k: dense.field(v, str(k)) for k, v in value.items()})
         elif key != "meta_info":
-            flat[key] = _to_numpy(value)
+            flat[key] = dense.field(value, str(key))
     return flat
 
 
@@ -160,7 +237,7 @@ def _misfit(data: dict, name: str, B: int) -> str | None:
         return shape if arr.ndim != 1 else (dtype if arr.dtype.kind not in "biuf" else None)
     for b in range(B):
         row, resp = _row(data, name, b), _row(data, "responses", b)
-        if row is None or resp is None:
+        if row is None or resp is None or resp.ndim != 1:  # a responses row that is no row is reported per row
             continue
         width = len(row) - len(resp) if row.ndim == 1 else -1
         if width < 0 or (width and name not in AT_LEAST):
