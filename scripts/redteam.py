@@ -66,6 +66,7 @@ class Case:
     path: str  # what to load (a file or a directory)
     fmt: str | None = None
     must_flag: bool = False
+    expect_n: int | None = None  # trajectories a clean load must hold (the good files of a folder)
 
 
 @dataclass
@@ -76,6 +77,7 @@ class Outcome:
     peak_mib: float = 0.0
     seconds: float = 0.0
     outside: list[str] = field(default_factory=list)
+    n: int = -1  # trajectories loaded
 
 
 # ----------------------------------------------------------------------------------------------------------- seeds
@@ -370,7 +372,7 @@ def bomb_cases(work: Path, gib: float, rng: random.Random) -> list[Case]:
         for key, dtype in (("responses", "<i8"), ("attention_mask", "<i8")):
             header = io.BytesIO()
             np.lib.format.write_array_header_1_0(
-                header, {"descr": dtype, "fortran_order": False, "shape": (n // 16 // 8, 8)}
+                header, {"descr": dtype, "fortran_order": False, "shape": (n // 16 // 1024, 1024)}
             )
             _deflated_zip_member(zf, f"{key}.npy", header.getvalue(), n // 2)
     out.append(
@@ -428,7 +430,9 @@ def bomb_cases(work: Path, gib: float, rng: random.Random) -> list[Case]:
         chunk = b" " * (1 << 22)
         for _ in range(max(1, n >> 22)):
             f.write(chunk)
-    out.append(Case("bomb", f"folder with a gzip bomb ({gib:g} GiB)", str(gz_dir), None, True))
+    out.append(
+        Case("bomb", f"folder with a gzip bomb ({gib:g} GiB)", str(gz_dir), None, True, _count(gz_dir / "good.jsonl"))
+    )
     good = _jsonl(ROOT / SEED_FILES[0])[1:]
     big = dict(good[0], id="huge", metadata={"pad": "x" * (50 << 20)})
     arr = root / "big_item.json"
@@ -497,9 +501,17 @@ def _patched_pickle(numel: int) -> bytes:
     return buf.getvalue()
 
 
+def _count(path: Path) -> int:
+    from engine.io import load_run
+
+    return len(load_run(path).run.trajectories)
+
+
 def folder_cases(work: Path, rng: random.Random) -> list[Case]:
-    """Folders mixing good files with a bad one, upper-case / compressed suffixes and a subfolder."""
+    """Folders mixing a good file with a bad one, upper-case / compressed suffixes and a subfolder: the good file
+    loads whole and the other entry is reported (an upper-case ``.JSONL`` is a data file: it loads too)."""
     out = []
+    good, other = _count(ROOT / SEED_FILES[0]), _count(ROOT / SEED_FILES[2])
     for i, extra in enumerate(("bad.parquet", "BAD.JSONL", "x.jsonl.gz", "sub/", "bad.pt", "bad.npz", "trunc.parquet")):
         d = work / "folder" / f"{i}"
         d.mkdir(parents=True, exist_ok=True)
@@ -509,13 +521,15 @@ def folder_cases(work: Path, rng: random.Random) -> list[Case]:
             shutil.copy(ROOT / SEED_FILES[2], d / extra / "more.jsonl")
         elif extra == "BAD.JSONL":
             shutil.copy(ROOT / SEED_FILES[2], d / extra)
+            out.append(Case("folder", f"good file + {extra}", str(d), None, False, good + other))
+            continue
         elif extra.endswith(".gz"):
             (d / extra).write_bytes(gzip.compress((ROOT / SEED_FILES[2]).read_bytes()))
         elif extra == "trunc.parquet":
             (d / extra).write_bytes((work / "seeds" / "native.parquet").read_bytes()[:-100])
         else:
             (d / extra).write_bytes(os.urandom(2048))
-        out.append(Case("folder", f"good file + {extra}", str(d), None, True))
+        out.append(Case("folder", f"good file + {extra}", str(d), None, True, good))
     return out
 
 
@@ -595,7 +609,8 @@ def worker(conn, mem_gb: float, work: str) -> None:
             kind, detail = ("refused" if named else "unlocated"), str(e)[:300]
         except BaseException as e:  # noqa: BLE001 - the point is to catch everything
             kind, detail = "crash", f"{type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:]
-        conn.send((kind, detail, _peak_mib(), time.perf_counter() - t0, sorted(set(OPENED))[:5]))
+        n = len(res.run.trajectories) if kind in ("clean", "reported") else -1
+        conn.send((kind, detail, _peak_mib(), time.perf_counter() - t0, sorted(set(OPENED))[:5], n))
 
 
 def _server_kwargs(work: str) -> dict:
@@ -688,7 +703,12 @@ class Report:
 
     @property
     def silent(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.case.must_flag and o.kind == "clean"]
+        return [
+            o
+            for o in self.outcomes
+            if (o.case.must_flag and o.kind == "clean")
+            or (o.case.expect_n is not None and o.kind in ("clean", "reported") and o.n != o.case.expect_n)
+        ]
 
     @property
     def outside(self) -> list[Outcome]:
@@ -723,7 +743,9 @@ class Report:
         for title, items in (("CRASH", self.crashes), ("SILENT", self.silent), ("OUTSIDE", self.outside)):
             for o in items[:15]:
                 lines.append(
-                    f"{title}: [{o.case.family}] {o.case.name} ({o.case.path}): {o.detail[:2000] or o.outside}"
+                    f"{title}: [{o.case.family}] {o.case.name} ({o.case.path})"
+                    + (f" [{o.n} trajectories, {o.case.expect_n} expected]" if o.case.expect_n is not None else "")
+                    + f": {o.detail[:2000] or o.outside}"
                 )
         return "\n".join(lines)
 

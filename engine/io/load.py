@@ -206,7 +206,7 @@ def load_run(
             for traj in trajectories[kept:]:  # a file that failed half-way is skipped whole
                 seen.discard(traj.id)
             del trajectories[kept:]
-            log.add(str(file), None, None, f"{_read_error(e)}; file skipped")
+            log.add(str(file), None, None, f"{_read_error(e).removeprefix(f'{file}: ')}; file skipped")
     for problem in missing_field_problems(trajectories, str(path)):
         log.add(problem.file, problem.line, problem.field, problem.reason)
     if reason := degenerate_groups(trajectories):
