@@ -557,3 +557,26 @@ def test_truncated_flag_must_be_a_boolean(tmp_path):
         (2, "metadata.truncated", "expected true or false"),
         (3, "metadata.truncated", "expected true or false"),
     ]
+
+
+@pytest.mark.parametrize("value", ["no", 2])
+def test_truncated_flag_of_tagged_text_and_nemo_gym_must_be_a_boolean(tmp_path, value):
+    """The tagged-text (Search-R1) and NeMo Gym readers took ``bool(rec["truncated"])``: "no" or 2 read as true."""
+    from writers.nemo_gym import write_hermes
+
+    tagged = [json.loads(line) for line in (SAMPLES / "search_agent" / "rollouts.jsonl").read_text().splitlines()[:2]]
+    tagged[1]["truncated"] = value
+    res = load_run(write_jsonl(tmp_path / "tagged.jsonl", tagged))
+    assert [t.id for t in res.run.trajectories] == [tagged[0]["id"]]
+    assert [(p.line, p.field, p.reason) for p in res.problems] == [(2, "metadata.truncated", "expected true or false")]
+
+    path = write_hermes(tmp_path).path
+    lines = path.read_text().splitlines()
+    second = json.loads(lines[1])
+    second["truncated"] = value
+    path.write_text(lines[0] + "\n" + json.dumps(second) + "\n")
+    res = load_run(path)
+    assert len(res.run.trajectories) == 1 and res.run.trajectories[0].metadata["truncated"] is False
+    assert [(p.line, p.field, p.reason) for p in res.problems if p.line == 2] == [
+        (2, "truncated", f"expected true or false, got {value!r}")
+    ]

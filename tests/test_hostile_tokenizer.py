@@ -699,3 +699,36 @@ def test_a_parquet_header_naming_an_outside_tokenizer_is_refused_too(roots) -> N
     assert res.problems == [Problem(str(path), None, "creditlens.tokenizer", reason)]
     assert res.run.tokenizer == "qwen2.5" and res.run.trajectories[0].segments[0].token_ids.tolist() == EXPECTED
     assert [n for n in roots.loads if n not in qwen_vocab.VARIANTS] == []
+
+
+def test_a_tokenizer_file_over_the_cap_is_refused_unread(tmp_path, monkeypatch):
+    """A tokenizer.json inside the roots is parsed whole by the Rust reader: its size is checked first."""
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"pad": "x" * 200}))
+    monkeypatch.setattr(tokenize, "MAX_TOKENIZER_FILE", 100)
+    clear_caches()
+    with pytest.raises(tokenize.TokenizerError) as err:
+        tokenize.get_tokenizer(str(path))
+    size = path.stat().st_size
+    assert str(err.value) == f"{path}: {size:,} bytes, over the 100 bytes a tokenizer.json may have here"
+
+
+def test_a_rust_panic_while_reading_a_tokenizer_file_is_a_clear_error(tmp_path, monkeypatch):
+    """pyo3 turns a Rust panic into PanicException, a BaseException that ``except Exception`` lets through."""
+    import transformers
+
+    class PanicException(BaseException):
+        pass
+
+    def panics(*args, **kwargs):
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{}")
+    monkeypatch.setattr(transformers, "PreTrainedTokenizerFast", panics)
+    clear_caches()
+    with pytest.raises(tokenize.TokenizerError) as err:
+        tokenize.get_tokenizer(str(path))
+    assert str(err.value) == (
+        f"{path}: not a tokenizer.json (PanicException: called `Option::unwrap()` on a `None` value)"
+    )

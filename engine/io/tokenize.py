@@ -23,6 +23,9 @@ DEFAULT_TOKENIZER = "qwen2.5"
 BUILTIN_ALIASES = {"default": "qwen2.5", "qwen": "qwen2.5", "qwen2": "qwen2.5", "qwen2.5": "qwen2.5", "qwen3": "qwen3"}
 
 
+MAX_TOKENIZER_FILE = 64 << 20  # real tokenizer.json files are 2-20 MB (Qwen2.5's: 7 MB)
+
+
 class TokenizerError(ValueError):
     """A tokenizer cannot be loaded (named in the message, with the cache file for the built-in ones)."""
 
@@ -90,9 +93,15 @@ def _load_tokenizer(canon: str):
         )
     path = Path(canon).expanduser()
     if path.is_file():
+        if (size := path.stat().st_size) > MAX_TOKENIZER_FILE:  # read whole by the Rust parser: bounded first
+            raise TokenizerError(
+                f"{path}: {size:,} bytes, over the {MAX_TOKENIZER_FILE:,} bytes a tokenizer.json may have here"
+            )
         try:
             return PreTrainedTokenizerFast(tokenizer_file=str(path), clean_up_tokenization_spaces=False)
-        except Exception as e:  # noqa: BLE001 - tokenizers raises its own exception type on a broken file
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # noqa: BLE001 - tokenizers' own errors, and a Rust panic (a BaseException)
             raise TokenizerError(f"{path}: not a tokenizer.json ({type(e).__name__}: {e})") from None
     allow = os.environ.get("CREDITLENS_ALLOW_DOWNLOAD") == "1"
     try:

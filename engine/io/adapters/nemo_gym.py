@@ -175,10 +175,18 @@ def convert(rec: object, default_id: str, stem: str = "", notes: Notes | None = 
     )
 
 
+def _flag(rec: Mapping, key: str) -> bool:
+    """A boolean field (absent or null: false); a "no" or a 2 is an error, never read as true."""
+    value = rec.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise RecordError(key, f"expected true or false, got {value!r:.40}")
+    return bool(value)
+
+
 def _metadata(rec: Mapping, rewards: dict, components: dict, notes: Notes) -> dict:
     """Truncation, the loss exclusion, reward components, the record's other scalars, what was made up."""
     metadata = {
-        "truncated": bool(rec.get("truncated")) or rec["response"].get("status") == "incomplete",
+        "truncated": _flag(rec, "truncated") or rec["response"].get("status") == "incomplete",
         "nemo_gym": {
             k: v
             for k, v in rec.items()

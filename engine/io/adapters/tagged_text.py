@@ -65,8 +65,8 @@ def convert(rec: object, default_id: str) -> Trajectory:
             metadata[skey] = scalar
         else:
             glob = {"reward": scalar}
-    if "truncated" in rec:
-        metadata["truncated"] = bool(rec["truncated"])
+    if rec.get("truncated") is not None:  # kept as given: validation refuses a "no" or a 2 (never read as true)
+        metadata["truncated"] = rec["truncated"]
     gkey = first_key(rec, GROUP_KEYS)
     return Trajectory(
         id=as_id(rec["id"], "id") if rec.get("id") is not None else default_id,
