@@ -185,7 +185,16 @@ def load_upload(file_name: str, data: bytes, progress: Progress | None = None, r
     with tempfile.TemporaryDirectory(prefix=leftovers.upload_prefix()) as tmp:
         path = Path(tmp) / safe
         path.write_bytes(data)
-        return _load_run(str(path), progress, response_length)
+        folder = tmp + os.sep  # the server's temporary folder: messages name the file as the user uploaded it
+        try:
+            loaded = _load_run(str(path), progress, response_length)
+        except ValueError as e:
+            raise ValueError(str(e).replace(folder, "")) from None
+        loaded.problems = [
+            dataclasses.replace(p, file=p.file.replace(folder, ""), reason=p.reason.replace(folder, ""))
+            for p in loaded.problems
+        ]
+        return loaded
 
 
 # ---------------------------------------------------------------------------------------------- schemes

@@ -580,3 +580,19 @@ def test_truncated_flag_of_tagged_text_and_nemo_gym_must_be_a_boolean(tmp_path, 
     assert [(p.line, p.field, p.reason) for p in res.problems if p.line == 2] == [
         (2, "truncated", f"expected true or false, got {value!r}")
     ]
+
+
+def test_upload_problems_name_the_file_as_uploaded_not_the_servers_temporary_folder():
+    """An upload is read from a copy in the server's temporary folder; its problems and errors named that copy
+    (``/tmp/creditlens-upload-<pid>-…/run.jsonl``), which tells the browser user the server's paths."""
+    from dashboard import services
+
+    good = (SAMPLES / "python_tool_two_rollouts" / "run.jsonl").read_bytes()
+    loaded = services.load_upload("run.jsonl", good + b"not json\n")
+    assert [(p.file, p.line, p.reason) for p in loaded.problems] == [
+        ("run.jsonl", 4, "invalid JSON: Expecting value at column 1")
+    ]
+    with pytest.raises(ValueError) as err:
+        services.load_upload("notes.jsonl", b"hello\n")
+    assert str(err.value).startswith("cannot detect the format of notes.jsonl: ")
+    assert "creditlens-upload" not in str(err.value)
