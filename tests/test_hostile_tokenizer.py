@@ -517,13 +517,16 @@ def test_the_cli_says_what_is_wrong_when_the_tokenizer_cannot_be_built(cache, mo
 def test_diagnostics_with_a_garbage_cache_and_with_no_tokenizer(cache, monkeypatch) -> None:
     """The Diagnostics page (its retokenization check tokenizes): a garbage cache is repaired, no error; a
     tokenizer that cannot be built is one error box that says so, not a traceback."""
+    import streamlit as st
     from test_app import new_app, no_errors
 
+    st.cache_resource.clear()  # runs and lint findings other tests left in the shared caches would skip tokenizing
+    st.cache_data.clear()
     cache.file.write_bytes(b"garbage")
     at = new_app({"run": "search_agent", "page": "diagnostics"})
     at.run()
     no_errors(at, "search_agent diagnostics")
-    assert verified(cache.file)
+    assert verified(cache.file) and cache.builds == ["qwen2.5"]
 
     def broken(variant: str) -> str:
         raise RuntimeError("qwen.tiktoken is missing")
@@ -531,6 +534,7 @@ def test_diagnostics_with_a_garbage_cache_and_with_no_tokenizer(cache, monkeypat
     monkeypatch.setattr(qwen_vocab, "_build_text", broken)
     cache.file.write_bytes(b"garbage")
     clear_caches()
+    st.cache_resource.clear()
     at = new_app({"run": "kgqa_multiturn", "page": "diagnostics"})
     at.run()
     assert not at.exception
