@@ -12,7 +12,8 @@ credited (GRPO) and saved to JSONL and Parquet. Each outcome is one of:
 * ``reported``: loaded, with problems;
 * ``clean``: loaded without a problem;
 * ``crash``: any other exception, one after loading (batch, credit, save), a worker killed, or a hang
-  (``--timeout``); ``unlocated``: a refusal whose message does not name the file.
+  (``--timeout``); ``unlocated``: a refusal whose message does not name the file;
+* ``resaved``: the loaded run, saved to JSONL or Parquet and loaded back, is not the same run (a silent change).
 
 Families: ``bytes`` (truncations, flipped bytes, garbage, duplicated/dropped lines of every seed file) must not
 crash; ``field`` (one invalid value in one field: bad token ids, NaN / 7 in masks, text that does not match its ids,
@@ -197,6 +198,7 @@ def _segments(rec: dict) -> list[dict]:
 
 BAD_IDS = (-1, VOCAB + 10, 2**63, 2**70, 1.5, "7", None, True, [1], {"a": 1})
 BAD_NUMS = (float("nan"), float("inf"), "x", None, [1.0], {"a": 1}, 10**4000)
+BAD_TURNS = (float("nan"), float("inf"), "x", None, [1.0], 10**4000)  # a list's turn: {"a": 1} is a valid one
 BAD_MASK = (float("nan"), 7, -1, 0.5, "1")
 
 
@@ -237,7 +239,7 @@ def _native_field_mutations(rec: dict, rng: random.Random) -> list[tuple[str, ob
                 muts.append((f"{key}.{name} bad", dict(rec, **{key: {**comp, name: rng.choice(BAD_NUMS)}})))
         elif isinstance(comp, list) and comp:
             j = rng.randrange(len(comp))
-            muts.append((f"{key}[{j}] bad", dict(rec, **{key: [*comp[:j], rng.choice(BAD_NUMS), *comp[j + 1 :]]})))
+            muts.append((f"{key}[{j}] bad", dict(rec, **{key: [*comp[:j], rng.choice(BAD_TURNS), *comp[j + 1 :]]})))
     muts.append(("segments not a list", dict(rec, segments=rng.choice(({}, "x", 3)))))
     muts.append(("id of a bad type", dict(rec, id=rng.choice(({}, [1], 1.5)))))
     md = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
@@ -291,7 +293,8 @@ def field_cases(work: Path, rng: random.Random, n: int) -> list[Case]:
                 continue
             records[0] = {"creditlens": {**hdr, **change}}
             _write_jsonl(dst, records)
-            out.append(Case("field", f"header {what}", str(dst), must_flag=True))
+            # a huge integer is data, kept exactly (the save-and-reload check below proves it); the rest is refused
+            out.append(Case("field", f"header {what}", str(dst), must_flag="metadata" not in change))
             continue
         if roll < 0.25:
             out.append(_verl_field_case(work, i, rng))
@@ -597,8 +600,10 @@ def worker(conn, mem_gb: float, work: str) -> None:
                 if run.trajectories:
                     compute_credit(run.to_batch(), CreditConfig(estimator="grpo"))
                 with tempfile.TemporaryDirectory(dir=work) as tmp:
-                    save_run(run, Path(tmp) / "out.jsonl")
-                    save_run(run, Path(tmp) / "out.parquet")
+                    for out in (Path(tmp) / "out.jsonl", Path(tmp) / "out.parquet"):
+                        save_run(run, out)
+                        if changed := _changed_on_reload(run, out, load_run):
+                            kind, detail = "resaved", f"{out.suffix}: {changed}"
             except Exception as e:  # noqa: BLE001 - after a load, anything is a crash
                 kind, detail = (
                     "crash",
@@ -609,8 +614,21 @@ def worker(conn, mem_gb: float, work: str) -> None:
             kind, detail = ("refused" if named else "unlocated"), str(e)[:300]
         except BaseException as e:  # noqa: BLE001 - the point is to catch everything
             kind, detail = "crash", f"{type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:]
-        n = len(res.run.trajectories) if kind in ("clean", "reported") else -1
+        n = len(res.run.trajectories) if kind in ("clean", "reported", "resaved") else -1
         conn.send((kind, detail, _peak_mib(), time.perf_counter() - t0, sorted(set(OPENED))[:5], n))
+
+
+def _changed_on_reload(run, saved: Path, load_run) -> str:
+    """What differs between ``run`` and ``saved`` (where it was just written) loaded back; "" when nothing."""
+    back = load_run(saved).run
+    if back.content_hash != run.content_hash:
+        return "the trajectories differ once saved and loaded back"
+    mine = dict(back.metadata)
+    if mine.get("converted_from") == run.source and "converted_from" not in run.metadata:
+        del mine["converted_from"]  # a saved run names the format it was converted from (engine.io.native)
+    if json.dumps(mine, sort_keys=True, default=str) != json.dumps(run.metadata, sort_keys=True, default=str):
+        return "the run's metadata differs once saved and loaded back"
+    return ""
 
 
 def _server_kwargs(work: str) -> dict:
@@ -689,7 +707,7 @@ def build_cases(work: Path, rng: random.Random, n: int, bomb_gib: float) -> list
     ]
 
 
-KINDS = ("refused", "reported", "clean", "crash", "unlocated")
+KINDS = ("refused", "reported", "clean", "crash", "unlocated", "resaved")
 
 
 @dataclass
@@ -707,6 +725,7 @@ class Report:
             o
             for o in self.outcomes
             if (o.case.must_flag and o.kind == "clean")
+            or o.kind == "resaved"
             or (o.case.expect_n is not None and o.kind in ("clean", "reported") and o.n != o.case.expect_n)
         ]
 
@@ -725,6 +744,11 @@ class Report:
         lines = [f"{'family':8} {'inputs':>7} " + " ".join(f"{k:>9}" for k in KINDS)]
         for fam, c in sorted(by_family.items()):
             lines.append(f"{fam:8} {sum(c.values()):>7,} " + " ".join(f"{c[k]:>9,}" for k in KINDS))
+        allowed = Counter(
+            o.case.name.split(" (")[0] for o in self.outcomes if o.case.family == "field" and o.kind == "clean"
+        )
+        if allowed:  # inputs that are data, not errors (a huge integer is kept exactly: the reload check says so)
+            lines.append("field inputs loaded clean: " + ", ".join(f"{k} ×{v}" for k, v in allowed.most_common()))
         peak = max(self.outcomes, key=lambda o: o.peak_mib)
         lines += [
             "",
