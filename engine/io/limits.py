@@ -193,6 +193,27 @@ def check_dense(path: Path | str, name: str, shape, itemsize: int, allowed: int)
     return dense
 
 
+HALF_DTYPES = ("bfloat16", "float16")  # read as float32; ids stored this way are rounded (exact to 256 / 2,048)
+
+
+def tensor_array(value, path: Path | str, name: str, allowed: int):
+    """Torch tensor ``value`` as a numpy array (``verl_export.plain_tensor``: bf16/fp16 as float32, sparse made
+    dense) and the bytes that conversion allocated, held against ``allowed`` (what the load may still decode,
+    ``check_dense``) before it is made. ``ValueError`` naming ``path: name`` over it or when torch cannot convert."""
+    import torch
+
+    from engine.io.verl_export import plain_tensor
+
+    dtype = str(value.dtype).removeprefix("torch.")
+    made = 0
+    if value.layout != torch.strided or dtype in HALF_DTYPES:  # to_dense / .float() allocate a new tensor
+        made = check_dense(path, name, value.shape, 4 if dtype in HALF_DTYPES else value.element_size(), allowed)
+    try:
+        return plain_tensor(value).numpy(), made
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {name}: a {dtype} tensor that cannot be read ({e})") from None
+
+
 def text_columns(pf) -> list[str]:
     """Paths of the byte-array (string) leaf columns of ``pq.ParquetFile`` ``pf``: to be read as dictionaries
     (``read_dictionary``), so that what they decode to is known before any value is materialised."""

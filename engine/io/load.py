@@ -83,15 +83,14 @@ def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]
             if not p.name.startswith("."):
                 reason = "subfolder not read: a folder load reads the files directly in it; load it on its own"
                 skipped.append((p, reason, "run"))
-        elif is_data_name(p.name) and not p.name.startswith("."):
-            if p.is_file():
-                files.append(p)
-            else:
-                skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
-        elif is_doc_name(p.name):
             continue
-        elif not p.is_file():
+        data = is_data_name(p.name) and not p.name.startswith(".")  # readme.jsonl is data, .hidden.jsonl is not
+        if not data and is_doc_name(p.name):
+            continue
+        if not p.is_file():
             skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))
+        elif data:
+            files.append(p)
         elif p.name.lower().endswith(COMPRESSED_SUFFIXES):
             skipped.append((p, "skipped: compressed files are not read; decompress it first (e.g. gunzip)", "record"))
         else:

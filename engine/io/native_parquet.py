@@ -187,7 +187,7 @@ def is_native_parquet(column_names: list[str]) -> bool:
     return "segments" in column_names
 
 
-class _ListView:
+class ListView:
     """numpy view of an Arrow list<primitive> column: item i is ``values[offsets[i]:offsets[i+1]]``."""
 
     def __init__(self, arr) -> None:
@@ -199,7 +199,7 @@ class _ListView:
         return self.values[self.offsets[i] : self.offsets[i + 1]] if self.valid[i] else None
 
 
-def _is_list(t) -> bool:
+def is_list_type(t) -> bool:
     """A list type whose item i is ``values[offsets[i]:offsets[i+1]]`` (not a list view or fixed-size list)."""
     import pyarrow as pa
 
@@ -210,7 +210,7 @@ def _number_list(t) -> bool:
     import pyarrow as pa
 
     return pa.types.is_null(t) or (
-        _is_list(t) and any(f(t.value_type) for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_null))
+        is_list_type(t) and any(f(t.value_type) for f in (pa.types.is_integer, pa.types.is_floating, pa.types.is_null))
     )
 
 
@@ -232,7 +232,7 @@ def check_columns(schema, path: Path) -> None:
     seg = schema.field("segments").type
     if pa.types.is_null(seg):
         return
-    if not (_is_list(seg) and pa.types.is_struct(seg.value_type)):
+    if not (is_list_type(seg) and pa.types.is_struct(seg.value_type)):
         raise refuse("segments", seg, "a list of segment structs (role, text, token_ids, log_probs, ...)")
     for child in seg.value_type:
         if child.name in ("token_ids", *PER_TOKEN_FIELDS) and not _number_list(child.type):
@@ -251,7 +251,7 @@ class _Absent:
 def _list_view(arr):
     import pyarrow as pa
 
-    return _Absent() if pa.types.is_null(arr.type) else _ListView(arr)
+    return _Absent() if pa.types.is_null(arr.type) else ListView(arr)
 
 
 def _pylist(arr) -> list:

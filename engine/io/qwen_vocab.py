@@ -174,13 +174,6 @@ def build_tokenizer(variant: str = "qwen2.5"):
     return tok
 
 
-def build_tokenizer_json(target: Path, variant: str = "qwen2.5") -> Path:
-    """Convert ``qwen.tiktoken`` plus the ``variant``'s added tokens into a ``tokenizer.json`` at ``target``,
-    written atomically with its hash file beside it (``write_cached``); returns ``target``."""
-    write_cached(target, build_tokenizer(variant).to_str())
-    return target
-
-
 # ------------------------------------------------------------------------------------------------ the cache
 # The converted file is trusted only when its SHA-256 matches the hash file written beside it after the file
 # itself (``<name>.sha256``, ``sha256sum`` format): a garbage, truncated, empty, swapped-ids or foreign file, a

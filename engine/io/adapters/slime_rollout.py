@@ -33,7 +33,7 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
 from engine.io.context import LoadContext
 from engine.io.fields import as_id
-from engine.io.limits import check_dense, check_values, check_zip, decoded_limit
+from engine.io.limits import HALF_DTYPES, check_values, check_zip, decoded_limit, tensor_array
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -82,23 +82,14 @@ def _list(value: object, field: str, ctx: LoadContext) -> object:
         return value
     if not isinstance(value, torch.Tensor):
         return value
-    from engine.io.verl_export import plain_tensor
-
     dtype = str(value.dtype).removeprefix("torch.")
-    if field == "tokens" and dtype in ("bfloat16", "float16"):
+    if field == "tokens" and dtype in HALF_DTYPES:
         raise RecordError(field, f"token ids stored as {dtype}, which rounds ids; store them as integers")
-    half = dtype in ("bfloat16", "float16")
-    if value.layout != torch.strided or half:  # to_dense / .float() allocate a new tensor
-        try:
-            ctx.dense_bytes += check_dense(
-                ctx.file, field, value.shape, 4 if half else value.element_size(), decoded_limit() - ctx.dense_bytes
-            )
-        except ValueError as e:
-            raise RecordError(field, str(e).removeprefix(f"{ctx.file}: {field}: ")) from None
     try:
-        arr = plain_tensor(value).numpy()
-    except (RuntimeError, TypeError) as e:
-        raise RecordError(field, f"a {dtype} tensor that cannot be read ({e})") from None
+        arr, made = tensor_array(value, ctx.file, field, decoded_limit() - ctx.dense_bytes)
+    except ValueError as e:
+        raise RecordError(field, str(e).removeprefix(f"{ctx.file}: {field}: ")) from None
+    ctx.dense_bytes += made
     return arr.item() if arr.ndim == 0 else arr
 
 

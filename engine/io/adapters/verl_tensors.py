@@ -39,7 +39,7 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.coerce import as_float_array, as_mask, as_token_ids
 from engine.io.context import LoadContext, max_load_bytes
 from engine.io.fields import prompt_group_id
-from engine.io.limits import check_dense, check_npz, check_values, check_zip, decoded_limit
+from engine.io.limits import HALF_DTYPES, check_npz, check_values, check_zip, decoded_limit, tensor_array
 from engine.io.model import Trajectory
 from engine.io.problems import RecordError
 
@@ -71,7 +71,6 @@ def sniff_columns(names: list[str]) -> bool:
 
 
 ID_FIELDS = ("responses", "response_ids", "prompts", "uid", "index")  # integers: half precision would round them
-HALF = ("bfloat16", "float16")
 
 
 class _Densifier:
@@ -86,23 +85,17 @@ class _Densifier:
     def tensor(self, value, name: str):
         import torch
 
-        from engine.io.verl_export import plain_tensor
-
         if not isinstance(value, torch.Tensor):
             return value
         dtype = str(value.dtype).removeprefix("torch.")
-        if dtype in HALF and name in ID_FIELDS:
+        if dtype in HALF_DTYPES and name in ID_FIELDS:
             raise ValueError(
                 f"{self.path}: {name}: ids stored as {dtype} (exact only up to "
                 f"{256 if dtype == 'bfloat16' else 2048}); store token and group ids as integers"
             )
-        if value.layout != torch.strided or dtype in HALF:  # to_dense / .float() allocate a new tensor
-            itemsize = 4 if dtype in HALF else value.element_size()
-            self.made += check_dense(self.path, name, value.shape, itemsize, decoded_limit(self.limit) - self.made)
-        try:
-            return plain_tensor(value).numpy()
-        except (RuntimeError, TypeError, ValueError) as e:
-            raise ValueError(f"{self.path}: {name}: a {dtype} tensor that cannot be read ({e})") from None
+        arr, made = tensor_array(value, self.path, name, decoded_limit(self.limit) - self.made)
+        self.made += made
+        return arr
 
     def field(self, value, name: str):
         """A top-level value; a list of per-row tensors becomes a list of arrays."""
@@ -142,18 +135,18 @@ def _list_rows(column) -> list | None:
     column (read as before)."""
     import pyarrow as pa
 
+    from engine.io.native_parquet import ListView, is_list_type
+
     arr = column.combine_chunks()
-    if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+    if not is_list_type(arr.type):
         return None
     kind = arr.type.value_type
     if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
         return None
     if arr.values.null_count:
         return None
-    offsets = arr.offsets.to_numpy()
-    values = arr.values.to_numpy(zero_copy_only=False)
-    valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    return [values[offsets[i] : offsets[i + 1]] if valid[i] else None for i in range(len(arr))]
+    view = ListView(arr)
+    return [view[i] for i in range(len(arr))]
 
 
 def _npz_arrays(path: Path, limit: int) -> dict[str, object]:
