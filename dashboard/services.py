@@ -129,7 +129,7 @@ def _load_run(path: str, progress: Progress | None = None, response_length: int 
         max_bytes=None,
         progress=lambda f, msg: report(LOAD_SHARE * f, msg),
         response_length=response_length,
-        tokenizer_roots=sources.server_roots(),  # a header's tokenizer path is read only inside these
+        tokenizer_roots=sources.allowed_roots(),  # a header's tokenizer path is read only inside these
     )
     release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (README, Benchmarks)
     report(LOAD_SHARE, f"{len(loaded.run):,} trajectories read; hashing their content")

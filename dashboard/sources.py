@@ -134,12 +134,6 @@ def allowed_roots() -> list[Path]:
     return roots
 
 
-def server_roots() -> list[Path]:
-    """The folders a server-side load may read tokenizer files from (``load_run(tokenizer_roots=...)``): the
-    allowed roots, so a run's header can name a tokenizer.json only where a run itself could be."""
-    return allowed_roots()
-
-
 def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
     """``path`` (relative to ``base``, default the data directory) resolved and checked to lie inside an allowed
     root; raises ``ValueError`` for traversal (``..``), symlinks leading out, or a missing file."""

@@ -639,9 +639,9 @@ def _server_kwargs(work: str) -> dict:
 
     params = inspect.signature(load_run).parameters
     if "tokenizer_roots" in params:
-        from dashboard.sources import server_roots
+        from dashboard.sources import allowed_roots
 
-        return {"tokenizer_roots": server_roots()}
+        return {"tokenizer_roots": allowed_roots()}
     return {}
 
 
