@@ -8,10 +8,15 @@ One run measures three things against targets (printed beside each), each agains
     script run it started has ended (Streamlit's ``script_finished`` message on the page's websocket, the status
     of a run cut short for a rerun not counted) and the page is idle (``IDLE_JS``: no running status, no stale
     element, every Plotly chart drawn). Target: < 1 s each.
-(b) Concurrency: eight browser contexts (eight people) are open on the app; one of them alone switches to a page
-    (navigation link → settled), then all eight at once. Target: the median of the eight within 2× of the
-    median alone. Also prints the server's and the browser's CPU seconds per page render, which bound what 2
-    shared cores can do.
+(b) Concurrency: eight people on one server switch to a page at once; the median of their times against one
+    person switching alone, target: within 2×. People's browsers run on their own computers, so by default
+    (part ``concurrency``) one real browser session is timed while the other seven are ``WireSession``s
+    (``scripts/wire_session.py``): they speak Streamlit's websocket protocol as the frontend does, so the server
+    runs their scripts and builds and sends every delta, but nothing is drawn on this machine. The browser's
+    switch alone, then with all eight at once, ``--own-rounds`` times per page. Part ``concurrency-here`` also
+    puts all eight browsers on this machine (eight browser contexts) and prints the server's and the browsers'
+    CPU seconds per page render, which bound what 2 shared cores can do: there the eight browsers' drawing,
+    not the server, sets the ratio.
 (c) Cold first paint (``bench_first_paint``): a fresh ``streamlit run app.py`` until its first coloured token,
     against a bare Streamlit app drawing the same kinds of elements, started alternately in the same run.
     Target: CreditLens at most 1 s slower.
@@ -268,7 +273,7 @@ async def interactions(browser, url: str, rounds: int) -> tuple[dict, dict]:
 
 
 async def concurrency(browser, url: str, rounds: int, server_pid: int) -> list[str]:
-    """(b): the lines to print."""
+    """(b), with every person's browser on this machine: eight browser contexts. The lines to print."""
     opened = await asyncio.gather(
         *(open_session(browser, f"{url}/?page=overview&run=data:{LONG_RUN}") for _ in range(SESSIONS))
     )
@@ -309,9 +314,10 @@ async def concurrency(browser, url: str, rounds: int, server_pid: int) -> list[s
     finally:
         for ctx, _ in opened:
             await ctx.close()
-    lines = [ratio_line(t, alone[t], together[t], CONCURRENT_RATIO) for t in CONCURRENT_PAGES]
-    # The server's part alone (script run start → end as each page saw it): what eight people on eight machines
-    # would wait for, without the eight browsers sharing this machine's cores.
+    lines = [
+        ratio_line(f"{t} ({SESSIONS} browsers here)", alone[t], together[t], CONCURRENT_RATIO) for t in CONCURRENT_PAGES
+    ]
+    # The server's part alone (script run start → end as each page saw it).
     lines.append(ratio_line("server runs only", server_runs["alone"], server_runs["together"], CONCURRENT_RATIO))
     per_render = {}
     for kind, rows in cpu.items():
@@ -324,6 +330,60 @@ async def concurrency(browser, url: str, rounds: int, server_pid: int) -> list[s
         )
     every_alone = [t for title in CONCURRENT_PAGES for t in alone[title]]
     lines.append(projection_line(every_alone, server_runs["alone"], per_render["alone"], per_render["together"]))
+    return lines
+
+
+async def concurrency_own_machines(browser, url: str, rounds: int) -> list[str]:
+    """(b), with each person's browser on a computer of their own: one real browser session, measured, and
+    ``SESSIONS`` − 1 sessions that speak the websocket protocol without drawing (``wire_session.WireSession``:
+    the server builds and sends them every delta, nothing is drawn here). The browser's page switch is timed
+    alone, then while all ``SESSIONS`` switch at once; the wire sessions' own times (request → run ended, before
+    any drawing) are printed beside. The lines to print."""
+    from wire_session import WireSession
+
+    paths = dict(PAGES)
+    query = f"page=overview&run=data:{LONG_RUN}"
+    ctx, me = await open_session(browser, f"{url}/?{query}")
+    others = [await WireSession.open(url, query) for _ in range(SESSIONS - 1)]
+    alone: dict[str, list[float]] = {t: [] for t in CONCURRENT_PAGES}
+    together: dict[str, list[float]] = {t: [] for t in CONCURRENT_PAGES}
+    wire: dict[str, list[float]] = {t: [] for t in CONCURRENT_PAGES}
+
+    async def everyone(title: str) -> tuple[float, list[float]]:
+        mine, *theirs = await asyncio.gather(me.settle(nav(me, title)), *(w.nav(paths[title]) for w in others))
+        return mine[0], list(theirs)
+
+    try:
+        for title in CONCURRENT_PAGES:  # every page once first, so no measurement computes a scheme first
+            await everyone(title)
+            await everyone("Run overview")
+        for r in range(rounds):
+            for title in CONCURRENT_PAGES:
+                t, _ = await me.settle(nav(me, title))
+                alone[title].append(t)
+                await me.settle(nav(me, "Run overview"))
+                mine, theirs = await everyone(title)
+                together[title].append(mine)
+                wire[title] += theirs
+                await everyone("Run overview")
+                print(
+                    f"  round {r + 1} {title:16s} alone {t:5.2f} s; with {SESSIONS - 1} others {mine:5.2f} s "
+                    f"(theirs, before drawing: {statistics.median(theirs):.2f} s median)",
+                    flush=True,
+                )
+        failed = [e for w in others for e in w.exceptions]
+        if failed:
+            raise RuntimeError(f"a wire session's page drew an exception: {failed[0]}")
+    finally:
+        for w in others:
+            await w.close()
+        await ctx.close()
+    lines = [ratio_line(f"{t} (own machines)", alone[t], together[t], CONCURRENT_RATIO) for t in CONCURRENT_PAGES]
+    lines += [
+        f"{t:18s} the other {SESSIONS - 1} sessions' server part: median {statistics.median(wire[t]):.2f} s, "
+        f"max {max(wire[t]):.2f} s (n={len(wire[t])}; request → run ended, before their own drawing)"
+        for t in CONCURRENT_PAGES
+    ]
     return lines
 
 
@@ -342,9 +402,22 @@ async def browser_part(args, url: str, server_pid: int) -> tuple[str, list[str]]
                 print(table, flush=True)
             lines: list[str] = []
             if "concurrency" in args.parts:
-                print(f"(b) one session vs {SESSIONS} at once, {args.concurrent_rounds} rounds", flush=True)
-                lines = await concurrency(browser, url, args.concurrent_rounds, server_pid)
+                print(
+                    f"(b) one session vs {SESSIONS} at once, each browser on its own machine "
+                    f"(1 browser + {SESSIONS - 1} wire sessions), {args.own_rounds} rounds",
+                    flush=True,
+                )
+                lines = await concurrency_own_machines(browser, url, args.own_rounds)
                 print("\n".join(lines), flush=True)
+            if "concurrency-here" in args.parts:
+                print(
+                    f"(b) one session vs {SESSIONS} at once, all {SESSIONS} browsers on this machine, "
+                    f"{args.concurrent_rounds} rounds",
+                    flush=True,
+                )
+                here = await concurrency(browser, url, args.concurrent_rounds, server_pid)
+                print("\n".join(here), flush=True)
+                lines += here
         finally:
             await browser.close()
     return table, lines
@@ -379,18 +452,21 @@ def first_paint_part(rounds: int) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=5, help="rounds of (a), every interaction once per round")
-    p.add_argument("--concurrent-rounds", type=int, default=3, help="rounds of (b), per page")
+    p.add_argument(
+        "--own-rounds", type=int, default=8, help="rounds of (b) with each browser on its own machine, per page"
+    )
+    p.add_argument("--concurrent-rounds", type=int, default=3, help="rounds of (b) with all browsers here, per page")
     p.add_argument("--paint-rounds", type=int, default=4, help="cold starts of (c), per app")
     p.add_argument("--quick", action="store_true", help="one round of each (a smoke run)")
     p.add_argument(
         "--parts",
         nargs="+",
-        default=["interactions", "concurrency", "first-paint"],
-        choices=["interactions", "concurrency", "first-paint"],
+        default=["interactions", "concurrency", "concurrency-here", "first-paint"],
+        choices=["interactions", "concurrency", "concurrency-here", "first-paint"],
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.rounds = args.concurrent_rounds = args.paint_rounds = 1
+        args.rounds = args.own_rounds = args.concurrent_rounds = args.paint_rounds = 1
     from browser_support import start_server, stop_server
 
     from engine.io import save_run
@@ -402,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         flush=True,
     )
     out: list[str] = []
-    if {"interactions", "concurrency"} & set(args.parts):
+    if {"interactions", "concurrency", "concurrency-here"} & set(args.parts):
         with tempfile.TemporaryDirectory(prefix="creditlens-bench-") as data:
             save_run(synth_run(64, 2048, seed=0), Path(data) / LONG_RUN)
             server = start_server(env={"CREDITLENS_DATA_DIR": data})

@@ -147,3 +147,43 @@ def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) 
     finally:
         gc.unfreeze()
     assert gc.get_freeze_count() == 0
+
+
+def test_wire_session_gets_the_pages_a_browser_gets(tmp_path) -> None:
+    """The benchmark's browserless sessions (scripts/wire_session.py) against a real `streamlit run app.py`: the
+    first run opens the linked run, a navigation request runs the page it names, and what comes back is that
+    page's content (no exception); an unknown page is refused before anything is sent."""
+    import asyncio
+
+    import pytest
+    from browser_support import start_server, stop_server
+    from wire_session import WireSession
+
+    import app
+    from engine.io import save_run
+    from engine.io.synth import synth_run
+
+    save_run(synth_run(8, 64, seed=3), tmp_path / "wire.parquet")
+    server = start_server(env={"CREDITLENS_DATA_DIR": str(tmp_path)})
+
+    async def scenario() -> None:
+        s = await WireSession.open(server.url, "page=overview&run=data:wire.parquet")
+        try:
+            assert {url for *_, url, _ in app.PAGES} <= set(s.pages)
+            assert any("Run overview" in t for t in s.texts) and not s.exceptions
+            first = s.received_bytes
+            for url, heading in (("compare", "Compare schemes"), ("tokens", "Token view"), ("group", "Group view")):
+                seconds = await s.nav(url)
+                assert 0 < seconds < 60
+                assert any(heading in t for t in s.texts), (url, [t[:80] for t in s.texts])
+            assert s.received_bytes > first and not s.exceptions
+            assert len(s.started) >= 4 and len(s.finished) >= 4
+            with pytest.raises(KeyError):
+                await s.nav("no-such-page")
+        finally:
+            await s.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        stop_server(server)
