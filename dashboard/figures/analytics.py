@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard.figures import marks
 from dashboard.theme import SCHEME_COLORS, base_layout
 from dashboard.tokens_html import escape
 
@@ -62,7 +63,7 @@ def make_length_bias_figure(df: pd.DataFrame, y: str) -> go.Figure:
                     hoverinfo="skip",
                 )
             )
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     fig.update_xaxes(title_text="response length (loss tokens)")
     fig.update_yaxes(title_text=y)
     return base_layout(fig, height=380)
@@ -84,7 +85,7 @@ def make_turn_credit_run_figure(df: pd.DataFrame) -> go.Figure:
     )
     fig.add_bar(x=x, y=df["mean turn reward"], name="mean turn reward", marker_color="#9e9e9e")
     fig.update_layout(barmode="group")
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     return base_layout(fig, height=340)
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from dashboard.figures import marks
 from dashboard.figures.groups import short_ids
 from dashboard.figures.tokens import TEXT_CELLS, hover_tokens, turn_starts
 from dashboard.theme import DIVERGING, SCHEME_COLORS, base_layout, symmetric_range
@@ -88,8 +89,8 @@ def make_scheme_rows_figure(
             colorbar=dict(title=dict(text="advantage", side="right")),
         )
     )
-    for s in turn_starts(turns):
-        fig.add_vline(x=float(s) - 0.5, line=dict(color="#37474f", width=1, dash="dot"))
+    boundary = dict(color="#37474f", width=1, dash="dot")
+    marks.add(fig, *(marks.vline(float(s) - 0.5, boundary) for s in turn_starts(turns)))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text="token position" + (" · grey: not in the loss" if loss is not None else ""))
     return base_layout(fig, height=height or (90 + 48 * len(labels)))
@@ -125,13 +126,20 @@ def make_advantage_lines_figure(
                 hovertemplate=f"{name}<br>#%{{x}}: %{{y:+.4g}}<extra></extra>",
             )
         )
+    bands = []
     if loss is not None:
         runs = spans(~loss.astype(bool).any(0))
-        for a, b in runs if len(runs) <= MAX_SPANS else []:
-            fig.add_vrect(x0=a - 0.5, x1=b - 0.5, fillcolor=OUT_OF_LOSS_SPAN, line_width=0, layer="below")
-    for s in turn_starts(turns):
-        fig.add_vline(x=float(s) - 0.5, line=dict(color="#90a4ae", width=1, dash="dot"))
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+        bands = [
+            marks.vrect(a - 0.5, b - 0.5, fillcolor=OUT_OF_LOSS_SPAN, layer="below", line=dict(width=0))
+            for a, b in (runs if len(runs) <= MAX_SPANS else [])
+        ]
+    boundary = dict(color="#90a4ae", width=1, dash="dot")
+    marks.add(
+        fig,
+        *bands,
+        *(marks.vline(float(s) - 0.5, boundary) for s in turn_starts(turns)),
+        marks.hline(0, marks.ZERO_LINE),
+    )
     fig.update_xaxes(
         title_text="token position" + (" · grey bands and gaps: not in the loss" if loss is not None else "")
     )
@@ -156,7 +164,7 @@ def make_turn_credit_figure(labels: Sequence[str], credit: np.ndarray, ylabel: s
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text=ylabel)
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     base_layout(fig, height=340 + 22 * max(0, len(labels) - 3))
     fig.update_layout(legend=LEGEND_BELOW, margin=dict(b=40))
     return fig
@@ -238,7 +246,7 @@ def make_group_scalar_figure(labels: Sequence[str], ids: Sequence[str], values: 
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="trajectory advantage")
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     base_layout(fig, height=340 + 22 * max(0, len(labels) - 3))
     fig.update_layout(legend=LEGEND_BELOW, margin=dict(b=40))
     return fig

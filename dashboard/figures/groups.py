@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from dashboard.figures import marks
 from dashboard.theme import (
     DIVERGING,
     GROUP_MEAN_COLOR,
@@ -65,8 +66,11 @@ def make_group_scores_figure(
             name="score",
         )
     )
-    fig.add_hrect(y0=mean - std, y1=mean + std, fillcolor="#90a4ae", opacity=0.18, line_width=0)
-    fig.add_hline(y=mean, line=dict(color=GROUP_MEAN_COLOR, width=2, dash="dash"))
+    marks.add(
+        fig,
+        marks.hrect(mean - std, mean + std, fillcolor="#90a4ae", opacity=0.18, line=dict(width=0)),
+        marks.hline(mean, dict(color=GROUP_MEAN_COLOR, width=2, dash="dash")),
+    )
     fig.update_yaxes(title_text="score")
     return base_layout(fig, height=340, title=title or f"group mean {mean:.3g} (dashed) ± std {std:.3g} (band)")
 
@@ -86,7 +90,7 @@ def make_group_advantage_figure(
             hovertemplate="%{x}<br>advantage %{y:+.4g}<extra></extra>",
         )
     )
-    fig.add_hline(y=0, line=dict(color="#455a64", width=1))
+    marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     fig.update_yaxes(title_text=ytitle)
     return base_layout(fig, height=320)
 

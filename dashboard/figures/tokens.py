@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from dashboard.figures import marks
 from dashboard.theme import DIVERGING, ROLE_COLORS, ROLE_LABELS, base_layout, symmetric_range
 from dashboard.tokens_html import escape
 
@@ -108,8 +109,9 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
         row=2,
         col=1,
     )
-    for s in turn_starts(table["turn"].to_numpy()):
-        fig.add_vline(x=float(pos[s]) - 0.5, line=dict(color="#37474f", width=1, dash="dot"))
+    boundary = dict(color="#37474f", width=1, dash="dot")
+    both = (("x", "y"), ("x2", "y2"))  # the strip and the heatmap, as add_vline marks every subplot
+    marks.add(fig, *(marks.vline(float(pos[s]) - 0.5, boundary, both) for s in turn_starts(table["turn"].to_numpy())))
     fig.update_yaxes(autorange="reversed")
     greyed = bool(out.any())
     fig.update_xaxes(
