@@ -132,7 +132,11 @@ def base_layout(fig: go.Figure, height: int = 360, title: str | None = None, big
     # One assignment of the merged layout, not update_layout + update_xaxes + update_yaxes: each of those goes
     # through Plotly's change dispatch (18-35 ms a figure, the largest part of building one; this takes ~8 ms).
     # Not template="plotly_white" either: resolving a template deep-copies it (~30 ms a figure).
+    # Without the template: assigning a layout puts Plotly's default template back in place unvalidated
+    # (``BaseFigure._initialize_layout_template``), whereas passing it along validated its ~7 KB of settings again,
+    # 70% of this function's time (12 -> 6 ms a figure). No figure here sets a template of its own.
     layout = fig.layout.to_plotly_json()
+    layout.pop("template", None)
     for name in {"xaxis", "yaxis", *(k for k in layout if k.startswith(("xaxis", "yaxis")))}:
         ours[name] = AXIS_STYLE
     fig.layout = _merged(layout, ours)
