@@ -32,11 +32,15 @@ NAME = "creditlens-warmup"
 ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
 IMPORT_WAIT_S = 120
 FIRST_PAGE_WAIT_S = 30  # Plotly's first figure waits this long at most for the first page run to end
-# The default tokenizer is loaded once no page run has ended for TOKENIZER_IDLE_S (someone reading a page, not
-# clicking), or after TOKENIZER_MAX_WAIT_S at the latest: its import holds the GIL for seconds, and a click
-# during it waits (64 x 2,048 run, the benchmark clicking on: the first trajectory change took 2.9 s, not 0.8 s,
-# with a 2 s threshold). Whichever comes first pays it once: this load, or the first page that needs it (the
-# Diagnostics page needs only the backend, ~0.6 s).
+# The default tokenizer is loaded in two steps, each once no page run has ended for a while (someone reading a
+# page, not clicking), or after TOKENIZER_MAX_WAIT_S at the latest. First its ``tokenizers`` backend, all the
+# Diagnostics page needs (~0.5 s, holding the GIL: a click during it waits at most that long), after
+# BACKEND_IDLE_S; before, a Diagnostics visit in a server's first minute paid it (1.2-1.3 s instead of
+# 0.3 s). Then the ``transformers`` tokenizer that loaders filling in ids or text use, after TOKENIZER_IDLE_S:
+# its import holds the GIL for seconds (64 x 2,048 run, the benchmark clicking on: the first trajectory change
+# took 2.9 s, not 0.8 s, with a 2 s threshold). Whatever is not loaded yet is loaded by the first page that
+# needs it.
+BACKEND_IDLE_S = 1.0
 TOKENIZER_IDLE_S = 5.0
 TOKENIZER_MAX_WAIT_S = 60.0
 # Set once the warm-up thread has imported the engine and the dashboard. Until then a page run waits for it
@@ -127,23 +131,34 @@ def warm() -> float:
     return seconds
 
 
-def preload_tokenizer(idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S) -> float:
-    """Once no page run has ended for ``idle`` seconds (or after ``max_wait``), load the default tokenizer:
-    first its ``tokenizers`` backend (~0.6 s: all the Diagnostics page's retokenization check needs, see
-    ``engine.io.tokenize.get_backend``), then the ``transformers`` tokenizer that loaders filling in ids or text
-    use (its import, 2-4 s of CPU). Returns the seconds both took. Whatever is not loaded yet is loaded by the
-    first page that needs it. Through the services' lock, so a session that needs a tokenizer meanwhile waits
-    for this load instead of importing transformers beside it."""
-    deadline = time.monotonic() + max_wait
+def wait_until_idle(idle: float, deadline: float) -> None:
+    """Until no page run has ended for ``idle`` seconds, or until ``deadline`` (``time.monotonic()``)."""
     while time.monotonic() < deadline and time.monotonic() - _last_page_end[0] < idle:
         time.sleep(min(0.25, idle))
+
+
+def preload_tokenizer(
+    idle: float = TOKENIZER_IDLE_S, max_wait: float = TOKENIZER_MAX_WAIT_S, backend_idle: float = BACKEND_IDLE_S
+) -> float:
+    """Load the default tokenizer in two steps: once no page run has ended for ``backend_idle`` seconds, its
+    ``tokenizers`` backend (~0.5 s: all the Diagnostics page's retokenization check needs, see
+    ``engine.io.tokenize.get_backend``); once none has for ``idle`` seconds, the ``transformers`` tokenizer that
+    loaders filling in ids or text use (its import, 2-4 s of CPU). Each step runs after ``max_wait`` seconds at
+    the latest. Returns the seconds both took. Through the services' lock, so a session that needs a tokenizer
+    meanwhile waits for this load instead of importing transformers beside it."""
+    deadline = time.monotonic() + max_wait
     from dashboard import services
     from engine.io.tokenize import get_backend, get_tokenizer
 
+    wait_until_idle(min(backend_idle, idle), deadline)
     t0 = time.perf_counter()
     services._tokenizer_safe(get_backend, None)
+    seconds = time.perf_counter() - t0
+    LOG.info("CreditLens warm-up: default tokenizer's backend loaded in %.2f s", seconds)
+    wait_until_idle(idle, deadline)
+    t0 = time.perf_counter()
     services._tokenizer_safe(get_tokenizer, None)
-    return time.perf_counter() - t0
+    return seconds + time.perf_counter() - t0
 
 
 class _QuietWarmup(logging.Filter):

@@ -108,6 +108,24 @@ def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeyp
     assert loaded and loaded[0] - t0 < 4
 
 
+def test_tokenizer_backend_loads_after_a_short_pause_and_transformers_after_a_long_one(monkeypatch) -> None:
+    """The Diagnostics page needs only the backend (~0.5 s to build): it loads after ``backend_idle`` seconds
+    without a page run; the transformers tokenizer (seconds of import) still waits for ``idle``."""
+    import time
+
+    from dashboard import warmup
+    from engine.io import tokenize
+
+    loaded = {}
+    monkeypatch.setattr(tokenize, "get_backend", lambda name=None: loaded.setdefault("backend", time.monotonic()))
+    monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: loaded.setdefault("tok", time.monotonic()))
+    warmup.page_run_ended()
+    t0 = time.monotonic()
+    warmup.preload_tokenizer(idle=0.6, max_wait=10, backend_idle=0.15)
+    assert 0.12 <= loaded["backend"] - t0 < 0.5
+    assert loaded["tok"] - t0 >= 0.55
+
+
 def test_memory_release_looks_the_c_library_up_once(monkeypatch) -> None:
     """find_library runs `ldconfig -p` in a subprocess: the end of every page run must not pay for it again."""
     import ctypes.util
