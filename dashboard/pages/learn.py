@@ -43,7 +43,10 @@ def tokens(table, quantity, vmax=None, tail=None, labels=None):
     start = max(0, n - tail) if tail else 0
     if start:
         st.caption(f"The last {n - start} of {n} tokens (the Token view shows every one).")
-    st.html(tokens_html.token_html(table, quantity, v, ("info",), (start, n), turn_labels=labels, big=True))
+    markup = widgets.cached(
+        tokens_html.token_html, table, quantity, v, ("info",), (start, n), turn_labels=labels, big=True
+    )
+    st.html(markup)
 
 
 def step(n: int, title: str) -> None:
