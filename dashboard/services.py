@@ -31,7 +31,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from dashboard import bigrun, budget, diagnostics, leftovers, sources, tables
+from dashboard import bigrun, budget, collector, diagnostics, leftovers, sources, tables
 from dashboard.sources import RunRef
 from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
 from engine.credit import with_loss_agg_mode
@@ -49,6 +49,9 @@ SAMPLE_SHARE = 4
 RESULT_TENSORS = 7  # [B, T] float32 tensors a result holds of its own at most (estimate before computing)
 BATCH_BYTES_PER_TOKEN = 24  # int32 token and turn ids, two float masks, three float per-token fields
 BIG_RESULT_BYTES = 64 << 20  # from here on, a computation hands its freed temporaries back to the OS
+# From here on, a computation first collects the last page runs' garbage (dashboard/collector.py): a full collection
+# walks every object alive (0.4 s with a 50,000-trajectory run loaded), worth it before a whole-run result only.
+COLLECT_BEFORE_BYTES = 256 << 20
 TABLE_ENTRIES = 512
 LINT_ENTRIES = 32  # a big run's findings keep up to MAX_ROWS_KEPT × MAX_HIGHLIGHT positions each
 Progress = Callable[[float, str], None]  # (fraction done, message), as engine.io.load_run reports
@@ -123,6 +126,7 @@ def _load_run(path: str, progress: Progress | None = None, response_length: int 
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
     report = progress or (lambda fraction, message: None)
+    collector.before_big_allocation()  # the last runs' garbage may still hold the previous run's arrays
     loaded = _tokenizer_safe(
         load_run,
         path,
@@ -263,6 +267,7 @@ def batch(h: RunHandle):
 
 @_per_run(entries=8, session_entries=2)
 def _batch(key: str, _h: RunHandle):
+    collector.before_big_allocation()
     out = _h.run.to_batch(device=resolve_device(None), share_memory=True)
     release_free_memory()  # the loader's arrays, now replaced by views of the batch
     return out
@@ -330,6 +335,8 @@ def compute(h: RunHandle, cfg: CreditConfig) -> CreditResult:
     estimate = RESULT_TENSORS * 4 * b.batch_size * b.num_tokens
 
     def build() -> CreditResult:
+        if estimate >= COLLECT_BEFORE_BYTES:  # a page run's garbage may hold a result the budget has just dropped
+            collector.before_big_allocation()
         res = compute_credit(b, cfg, token_extras=False)
         if estimate >= BIG_RESULT_BYTES:
             release_free_memory()  # the computation's freed temporaries (~0.3 GB at 50,000 × 1,000)

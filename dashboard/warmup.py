@@ -180,13 +180,17 @@ def freeze_imports() -> int:
 
 
 def _run() -> None:
+    from dashboard import collector
+
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietWarmup())
     try:
         LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
         LOG.info("CreditLens warm-up: %d objects frozen out of the garbage collector's walks", freeze_imports())
+        collector.start()  # garbage collected while nobody waits (.streamlit/config.toml turns the per-run one off)
         LOG.info("CreditLens warm-up: default tokenizer loaded in %.2f s", preload_tokenizer())
     except Exception:  # noqa: BLE001 - a failed warm-up only costs the first session its time
         LOG.warning("warm-up failed; the first session computes its view itself", exc_info=True)
+        collector.start()
 
 
 def start() -> threading.Thread | None:
@@ -216,8 +220,11 @@ def clean_leftovers() -> list:
 
 @contextlib.asynccontextmanager
 async def lifespan(app):
-    """``st.App`` lifespan: remove what killed servers left behind, start the warm-up and serve at once (the
-    thread does not hold up startup)."""
+    """``st.App`` lifespan: remove what killed servers left behind, start the warm-up (which starts the idle
+    garbage collector once it has frozen the imports) and serve at once (the thread does not hold up startup)."""
     clean_leftovers()
-    start()
+    if start() is None:  # no warm-up: the idle garbage collector starts now (else once the warm-up has frozen)
+        from dashboard import collector
+
+        collector.start()
     yield

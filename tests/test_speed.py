@@ -145,8 +145,8 @@ def test_memory_release_looks_the_c_library_up_once(monkeypatch) -> None:
 
 
 def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) -> None:
-    """After the warm-up, the libraries' objects are out of the garbage collector's full walks (Streamlit runs
-    one after every page run): frozen once, after warm() and before the tokenizer's own load."""
+    """After the warm-up, the libraries' objects are out of the garbage collector's full walks: frozen once,
+    after warm() and before the idle collector starts and the tokenizer's own load."""
     import gc
 
     from dashboard import warmup
@@ -156,8 +156,11 @@ def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) 
     monkeypatch.setattr(warmup, "preload_tokenizer", lambda: order.append("tokenizer") or 0.0)
     real = warmup.freeze_imports
     monkeypatch.setattr(warmup, "freeze_imports", lambda: order.append("freeze") or 0)
+    from dashboard import collector
+
+    monkeypatch.setattr(collector, "start", lambda: order.append("idle collector"))
     warmup._run()
-    assert order == ["warm", "freeze", "tokenizer"]
+    assert order == ["warm", "freeze", "idle collector", "tokenizer"]  # collections walk less once frozen
     try:
         frozen = real()
         assert frozen == gc.get_freeze_count() > 10_000  # torch, pandas, plotly, streamlit are imported here
