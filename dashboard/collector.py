@@ -12,9 +12,10 @@ viewed (64 × 2,048 run, one browserless session), all of it holding the GIL whi
 * when the server is idle: ``IDLE_S`` after the last page run ended, if a page run ended since the last
   collection (a background thread, ``start``);
 * under sustained load, at the end of every ``EVERY_RUNS``-th page run, so garbage never piles up;
-* before a run is loaded or batched, and before a whole-run result of ``services.COLLECT_BEFORE_BYTES`` or more
-  is computed (``before_big_allocation``): a page run's garbage can hold the last big result (its namespace
-  refers to it) after the byte budget has dropped it, and collecting first keeps the two from being alive at once.
+* before a big file is loaded or a big run batched, and before a whole-run result of
+  ``services.COLLECT_BEFORE_BYTES`` or more is computed (``before_big_allocation``): a page run's garbage can
+  hold the last big result (its namespace refers to it) after the byte budget has dropped it, and collecting
+  first keeps the two from being alive at once.
 
 A full collection walks every object alive: ~25 ms on the 64 × 2,048 run, 0.4 s with a 50,000-trajectory run
 loaded (whose trajectories are Python objects), which Streamlit's per-run collection paid after every page run.

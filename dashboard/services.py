@@ -52,6 +52,21 @@ BIG_RESULT_BYTES = 64 << 20  # from here on, a computation hands its freed tempo
 # From here on, a computation first collects the last page runs' garbage (dashboard/collector.py): a full collection
 # walks every object alive (0.4 s with a 50,000-trajectory run loaded), worth it before a whole-run result only.
 COLLECT_BEFORE_BYTES = 256 << 20
+# The same before reading a file (or folder) this big, and before batching a big run's rows. Not for the samples:
+# on a fresh server that collection walked every imported library before the first page (+0.2 s first paint).
+COLLECT_BEFORE_LOAD_BYTES = 32 << 20
+
+
+def disk_bytes(path: str) -> int:
+    """Bytes of file ``path``, or of the files directly in folder ``path`` (0 when it cannot be read)."""
+    try:
+        if os.path.isdir(path):
+            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 TABLE_ENTRIES = 512
 LINT_ENTRIES = 32  # a big run's findings keep up to MAX_ROWS_KEPT × MAX_HIGHLIGHT positions each
 Progress = Callable[[float, str], None]  # (fraction done, message), as engine.io.load_run reports
@@ -126,7 +141,8 @@ def _load_run(path: str, progress: Progress | None = None, response_length: int 
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
     report = progress or (lambda fraction, message: None)
-    collector.before_big_allocation()  # the last runs' garbage may still hold the previous run's arrays
+    if disk_bytes(path) >= COLLECT_BEFORE_LOAD_BYTES:  # the last runs' garbage may hold a big run's arrays
+        collector.before_big_allocation()
     loaded = _tokenizer_safe(
         load_run,
         path,
@@ -267,7 +283,8 @@ def batch(h: RunHandle):
 
 @_per_run(entries=8, session_entries=2)
 def _batch(key: str, _h: RunHandle):
-    collector.before_big_allocation()
+    if len(_h.run) > bigrun.BIG_ROWS:
+        collector.before_big_allocation()
     out = _h.run.to_batch(device=resolve_device(None), share_memory=True)
     release_free_memory()  # the loader's arrays, now replaced by views of the batch
     return out

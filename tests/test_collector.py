@@ -84,3 +84,15 @@ def test_a_big_computation_collects_first(no_automatic_gc, monkeypatch) -> None:
     n = collector.collections()
     services.compute(handle, CreditConfig(estimator="grpo", lam=0.123))  # a scheme no other test has cached
     assert ref() is None and collector.collections() == n + 1
+
+
+def test_a_sample_run_is_opened_without_a_collection(no_automatic_gc) -> None:
+    """Only big files and runs collect first: on a fresh server a collection before the default sample's load
+    walked every imported library ahead of the first page."""
+    from dashboard import services
+    from dashboard.sources import RunRef
+
+    n = collector.collections()
+    handle = services.open_run(RunRef("sample", "kgqa_multiturn"), {})
+    services.batch(handle)
+    assert collector.collections() == n
