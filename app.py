@@ -30,7 +30,7 @@ STARTING = (
 def main() -> None:
     started = time.perf_counter()  # the sidebar's "page run" time counts the first run's imports too
     st.set_page_config(page_title="CreditLens", page_icon="🔍", layout="wide", initial_sidebar_state="expanded")
-    from dashboard import collector, warmup
+    from dashboard import warmup
 
     if warmup.importing():  # a server's first seconds: say so rather than show a blank page
         note = st.empty()
@@ -62,7 +62,6 @@ def main() -> None:
     finally:  # also when a page ends early with st.stop()
         sidebar.engine_status(status, ctx, time.perf_counter() - started)
         warmup.page_run_ended()
-        collector.page_run_ended()
 
 
 if __name__ == "__main__":

@@ -12,10 +12,11 @@ viewed (64 × 2,048 run, one browserless session), all of it holding the GIL whi
 * when the server is idle: ``IDLE_S`` after the last page run ended, if a page run ended since the last
   collection (a background thread, ``start``);
 * under sustained load, at the end of every ``EVERY_RUNS``-th page run, so garbage never piles up;
-* before a big file is loaded or a big run batched, and before a whole-run result of
-  ``services.COLLECT_BEFORE_BYTES`` or more is computed (``before_big_allocation``): a page run's garbage can
-  hold the last big result (its namespace refers to it) after the byte budget has dropped it, and collecting
-  first keeps the two from being alive at once.
+* before a big file is loaded and before a whole-run result of ``services.COLLECT_BEFORE_BYTES`` or more is
+  computed (``services`` calls ``collect``): a page run's garbage can hold the last big result (its namespace
+  refers to it) after the byte budget has dropped it, and collecting first keeps the two from being alive at once.
+
+It is also where the server knows when the last page run ended (``idle_seconds``: the warm-up waits on it too).
 
 A full collection walks every object alive: ~25 ms on the 64 × 2,048 run, 0.4 s with a 50,000-trajectory run
 loaded (whose trajectories are Python objects), which Streamlit's per-run collection paid after every page run.
@@ -37,7 +38,7 @@ ENV = "CREDITLENS_IDLE_GC"  # "0": no background thread (the every-N-runs and bi
 _lock = threading.Lock()
 _ended = threading.Condition(_lock)
 _runs_since = 0  # page runs ended since the last collection
-_last_end = 0.0  # time.monotonic() of the last page run's end
+_last_end = time.monotonic()  # of the last page run's end (of the server's start before any)
 _collections = 0
 _idle_s = IDLE_S
 _thread: threading.Thread | None = None
@@ -66,9 +67,9 @@ def page_run_ended() -> None:
         collect()
 
 
-def before_big_allocation() -> None:
-    """Before a computation or a load of hundreds of MB: last runs' garbage freed first."""
-    collect()
+def idle_seconds() -> float:
+    """Seconds since the last page run ended (since the server started, before any)."""
+    return time.monotonic() - _last_end
 
 
 def collections() -> int:
@@ -81,7 +82,7 @@ def _idle_loop() -> None:
         with _lock:
             while _runs_since == 0:
                 _ended.wait()
-            wait = _idle_s - (time.monotonic() - _last_end)
+            wait = _idle_s - idle_seconds()
             if wait > 0:  # a page run ended less than ``idle`` ago: look again when it may be idle
                 _ended.wait(wait)
                 continue

@@ -52,19 +52,9 @@ BIG_RESULT_BYTES = 64 << 20  # from here on, a computation hands its freed tempo
 # From here on, a computation first collects the last page runs' garbage (dashboard/collector.py): a full collection
 # walks every object alive (0.4 s with a 50,000-trajectory run loaded), worth it before a whole-run result only.
 COLLECT_BEFORE_BYTES = 256 << 20
-# The same before reading a file (or folder) this big, and before batching a big run's rows. Not for the samples:
-# on a fresh server that collection walked every imported library before the first page (+0.2 s first paint).
+# The same before reading a file (or folder) this big. Not for the samples: on a fresh server that collection
+# walked every imported library before the first page (+0.2 s first paint).
 COLLECT_BEFORE_LOAD_BYTES = 32 << 20
-
-
-def disk_bytes(path: str) -> int:
-    """Bytes of file ``path``, or of the files directly in folder ``path`` (0 when it cannot be read)."""
-    try:
-        if os.path.isdir(path):
-            return sum(e.stat().st_size for e in os.scandir(path) if e.is_file())
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 TABLE_ENTRIES = 512
@@ -135,14 +125,15 @@ def _tokenizer_safe(fn, *args, **kwargs):
 LOAD_SHARE = 0.9  # of a progress bar: reading the file; the rest is the content hash
 
 
-def _load_run(path: str, progress: Progress | None = None, response_length: int | None = None):
+def _load_run(path: str, progress: Progress | None = None, response_length: int | None = None, size: int = 0):
     """``load_run`` with ``progress`` (reading: 0–90 %, then the content hash), its freed buffers handed back.
-    ``response_length``: the trainer's limit, for dumps that drop the end-of-turn token (verl's rollout JSONL)."""
+    ``size``: the bytes to read (a big file's load collects garbage first). ``response_length``: the trainer's
+    limit, for dumps that drop the end-of-turn token (verl's rollout JSONL)."""
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
     report = progress or (lambda fraction, message: None)
-    if disk_bytes(path) >= COLLECT_BEFORE_LOAD_BYTES:  # the last runs' garbage may hold a big run's arrays
-        collector.before_big_allocation()
+    if size >= COLLECT_BEFORE_LOAD_BYTES:  # the last runs' garbage may hold a big run's arrays
+        collector.collect()
     loaded = _tokenizer_safe(
         load_run,
         path,
@@ -173,7 +164,7 @@ def _load_file(path: str, mtime_ns: int, size: int, progress: Progress | None = 
     ``RUNS_KEPT`` used."""
     return _run_store().get(
         (path, mtime_ns, size, response_length),
-        lambda: _load_run(path, progress, response_length),
+        lambda: _load_run(path, progress, response_length, size),
         estimate=1,
         size=lambda _: 1,
     )
@@ -207,7 +198,7 @@ def load_upload(file_name: str, data: bytes, progress: Progress | None = None, r
         path.write_bytes(data)
         folder = tmp + os.sep  # the server's temporary folder: messages name the file as the user uploaded it
         try:
-            loaded = _load_run(str(path), progress, response_length)
+            loaded = _load_run(str(path), progress, response_length, len(data))
         except ValueError as e:
             raise ValueError(str(e).replace(folder, "")) from None
         loaded.problems = [
@@ -283,8 +274,6 @@ def batch(h: RunHandle):
 
 @_per_run(entries=8, session_entries=2)
 def _batch(key: str, _h: RunHandle):
-    if len(_h.run) > bigrun.BIG_ROWS:
-        collector.before_big_allocation()
     out = _h.run.to_batch(device=resolve_device(None), share_memory=True)
     release_free_memory()  # the loader's arrays, now replaced by views of the batch
     return out
@@ -353,7 +342,7 @@ def compute(h: RunHandle, cfg: CreditConfig) -> CreditResult:
 
     def build() -> CreditResult:
         if estimate >= COLLECT_BEFORE_BYTES:  # a page run's garbage may hold a result the budget has just dropped
-            collector.before_big_allocation()
+            collector.collect()
         res = compute_credit(b, cfg, token_extras=False)
         if estimate >= BIG_RESULT_BYTES:
             release_free_memory()  # the computation's freed temporaries (~0.3 GB at 50,000 × 1,000)

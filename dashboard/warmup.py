@@ -27,6 +27,8 @@ import time
 
 from streamlit.logger import get_logger
 
+from dashboard import collector  # light (gc, threading): no engine import
+
 LOG = get_logger("creditlens.warmup")  # Streamlit's handler and level: the server's log shows it
 NAME = "creditlens-warmup"
 ENV = "CREDITLENS_WARMUP"  # "0" turns the warm-up off
@@ -48,7 +50,6 @@ TOKENIZER_MAX_WAIT_S = 60.0
 # still being filled in (the estimator registry seen empty: "CreditConfig.estimator: 'grpo' is not one of []").
 _imported = threading.Event()
 _first_page_done = threading.Event()
-_last_page_end = [time.monotonic()]  # when the last page run ended (page_run_ended)
 _thread: threading.Thread | None = None
 
 
@@ -101,8 +102,9 @@ def wait_for_imports() -> None:
 
 
 def page_run_ended() -> None:
-    """Called at the end of every page run: the first one lets the warm-up go on to Plotly."""
-    _last_page_end[0] = time.monotonic()
+    """Called at the end of every page run: the first one lets the warm-up go on to Plotly; the garbage collector
+    and the tokenizer's preload wait for page runs to stop (``collector.idle_seconds``)."""
+    collector.page_run_ended()
     _first_page_done.set()
 
 
@@ -133,7 +135,7 @@ def warm() -> float:
 
 def wait_until_idle(idle: float, deadline: float) -> None:
     """Until no page run has ended for ``idle`` seconds, or until ``deadline`` (``time.monotonic()``)."""
-    while time.monotonic() < deadline and time.monotonic() - _last_page_end[0] < idle:
+    while time.monotonic() < deadline and collector.idle_seconds() < idle:
         time.sleep(min(0.25, idle))
 
 
@@ -171,17 +173,15 @@ class _QuietWarmup(logging.Filter):
 
 def freeze_imports() -> int:
     """Move every object alive now (the imported libraries: ~250,000 objects) out of the cyclic garbage
-    collector's reach (``gc.freeze``); returns how many. Streamlit collects all generations after every page run
-    (``runner.postScriptGC``, kept for what pages leave in cycles): walking the libraries' objects each time
-    cost 105-125 ms of a ~0.27 s page render, with the GIL held, so eight sessions paid it eight times. Called
-    once, right after the warm-up, when what is alive is the libraries and the landing view's cached data."""
+    collector's reach (``gc.freeze``); returns how many. Every full collection walked them (Streamlit's after
+    every page run before ``dashboard/collector.py``): 105-125 ms of a ~0.27 s page render, with the GIL held.
+    Called once, right after the warm-up, when what is alive is the libraries and the landing view's cached
+    data."""
     gc.freeze()
     return gc.get_freeze_count()
 
 
 def _run() -> None:
-    from dashboard import collector
-
     logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context").addFilter(_QuietWarmup())
     try:
         LOG.info("CreditLens warm-up: engine imported and the landing view computed in %.2f s", warm())
@@ -224,7 +224,5 @@ async def lifespan(app):
     garbage collector once it has frozen the imports) and serve at once (the thread does not hold up startup)."""
     clean_leftovers()
     if start() is None:  # no warm-up: the idle garbage collector starts now (else once the warm-up has frozen)
-        from dashboard import collector
-
         collector.start()
     yield

@@ -96,3 +96,16 @@ def test_a_sample_run_is_opened_without_a_collection(no_automatic_gc) -> None:
     handle = services.open_run(RunRef("sample", "kgqa_multiturn"), {})
     services.batch(handle)
     assert collector.collections() == n
+
+
+def test_a_big_file_is_read_after_a_collection(no_automatic_gc) -> None:
+    """The load's size decides: the same small sample file read as if it were 32 MB collects first."""
+    from dashboard import services, sources
+
+    path = str(sources.sample_path("python_tool_two_rollouts"))
+    n = collector.collections()
+    services._load_run(path, size=services.COLLECT_BEFORE_LOAD_BYTES - 1)
+    assert collector.collections() == n
+    ref = garbage_cycle()
+    services._load_run(path, size=services.COLLECT_BEFORE_LOAD_BYTES)
+    assert ref() is None and collector.collections() == n + 1

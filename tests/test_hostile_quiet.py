@@ -519,7 +519,7 @@ def test_uploads_are_copied_under_the_server_pid_prefix(monkeypatch):
 
     seen = {}
 
-    def fake_load(path, progress=None, response_length=None):
+    def fake_load(path, progress=None, response_length=None, size=0):
         seen["dir"] = Path(path).parent
         seen["exists"] = Path(path).is_file()
         return loaded
