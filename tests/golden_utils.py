@@ -1,13 +1,20 @@
-"""Helpers for the golden tests: find ``shared/golden``, turn its JSON into tensors, compare at 1e-5.
+"""Helpers for the golden tests: read ``tests/golden``, turn its JSON into tensors, compare at 1e-5.
 
 Each golden file holds ``cases`` = [{name, params, inputs, outputs, note?}], produced by calling the reference
-trainers' own functions (see ``shared/SPEC.md`` §0). Non-finite numbers are the strings "nan"/"inf"/"-inf";
-``outputs.error`` means the reference raised, and the engine must raise too.
+trainers' own, unmodified functions (``tests/golden/README.md`` says which, at which commit, and how).
+Non-finite numbers are the strings "nan"/"inf"/"-inf"; ``outputs.error`` means the reference raised, and the
+engine must raise too.
+
+More cases of the same files can be checked without copying them in: every directory named in
+``CREDITLENS_GOLDEN_EXTRA`` (``os.pathsep``-separated), and ``shared/golden`` when it sits beside the clone (where
+the reference outputs are produced), is read too; a case that is already bundled, byte for byte, runs once; any
+other case runs as ``<dir name>:<case name>``. ``pytest``'s header lists the directories read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -21,29 +28,43 @@ ATOL = RTOL = 1e-5
 # What the engine raises where a reference raised (verl raises ValueError or NotImplementedError).
 REFERENCE_ERRORS = (ValueError, NotImplementedError)
 
-
-def _shared_dir() -> Path:
-    beside_repo = Path(__file__).resolve().parents[2] / "shared"  # CI clones the repo with shared/ beside it
-    return beside_repo if beside_repo.is_dir() else Path("/work/shared")
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
 
 
-GOLDEN_DIR = _shared_dir() / "golden"
+def extra_golden_dirs() -> list[Path]:
+    """Directories of further golden files of the same names (see the module docstring), existing ones only."""
+    named = [Path(p) for p in os.environ.get("CREDITLENS_GOLDEN_EXTRA", "").split(os.pathsep) if p]
+    beside_clone = Path(__file__).resolve().parents[2] / "shared" / "golden"
+    dirs = [*named, beside_clone]
+    return [d for d in dict.fromkeys(d.resolve() for d in dirs) if d.is_dir() and d != GOLDEN_DIR.resolve()]
 
 
 @cache
 def load_golden(filename: str) -> dict:
-    path = GOLDEN_DIR / filename
-    if not path.is_file():
-        pytest.skip(f"golden file {path} not found (shared/ must sit beside the repository)")
-    return json.loads(path.read_text())
+    """The bundled golden file (it must exist: a missing file fails the test, it is never skipped)."""
+    return json.loads((GOLDEN_DIR / filename).read_text())
+
+
+def _all_cases(filename: str) -> list[tuple[str, dict]]:
+    """(test id, case): the bundled cases, then the extra directories' cases that are not bundled verbatim."""
+    bundled = load_golden(filename)["cases"]
+    seen = {json.dumps(c, sort_keys=True) for c in bundled}
+    out = [(c["name"], c) for c in bundled]
+    for d in extra_golden_dirs():
+        path = d / filename
+        if not path.is_file():
+            continue
+        for c in json.loads(path.read_text())["cases"]:
+            key = json.dumps(c, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append((f"{d.parent.name}/{d.name}:{c['name']}", c))
+    return out
 
 
 def golden_cases(filename: str, where=None) -> list:
     """One ``pytest.param`` per case (test id = the case name); ``where(case)`` filters."""
-    if not (GOLDEN_DIR / filename).is_file():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{GOLDEN_DIR / filename} not found"))]
-    cases = load_golden(filename)["cases"]
-    return [pytest.param(c, id=c["name"]) for c in cases if where is None or where(c)]
+    return [pytest.param(c, id=name) for name, c in _all_cases(filename) if where is None or where(c)]
 
 
 def is_error(case: dict) -> bool:
@@ -66,7 +87,7 @@ def tensor(x, dtype=torch.float32) -> torch.Tensor:
 
 def assert_golden(actual: torch.Tensor, expected, mask: torch.Tensor | None = None, what: str = "") -> None:
     """``actual`` equals the golden ``expected`` to atol = rtol = 1e-5 (NaN == NaN), on ``mask == 1`` only when a
-    mask is given (SPEC §5.6: values the loss never sees are arbitrary unless the engine means to match them)."""
+    mask is given (CONVENTIONS §5.6: values the loss never sees are arbitrary unless the engine means to match them)."""
     exp = expected if isinstance(expected, torch.Tensor) else tensor(expected)
     act = torch.as_tensor(actual, dtype=torch.float32).detach().cpu()
     assert act.shape == exp.shape, f"{what}: shape {list(act.shape)} != golden {list(exp.shape)}"

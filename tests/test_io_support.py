@@ -1,5 +1,5 @@
-"""Shared helpers for the engine.io tests (no tests here): offline mode, where the shared data lives, and
-small builders. Importing this module first sets ``HF_HUB_OFFLINE=1`` before anything loads transformers."""
+"""Shared helpers for the engine.io tests (no tests here): offline mode, where the raw real rollouts live,
+and small builders. Importing this module first sets ``HF_HUB_OFFLINE=1`` before anything loads transformers."""
 
 from __future__ import annotations
 
@@ -16,13 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "sample_runs"
 
 
-def shared_dir() -> Path:
-    """``shared/`` beside the repository clone, else ``/work/shared``."""
-    beside = Path(__file__).resolve().parents[2] / "shared"
-    return beside if beside.is_dir() else Path("/work/shared")
-
-
-NEMO = shared_dir() / "real_rollouts" / "nemo_gym"
+# The six NeMo Gym example rollout files as published (SOURCE.md and LICENSE beside them): the raw input that
+# sample_runs/nemo_gym was converted from.
+NEMO = REPO / "tests" / "data" / "nemo_gym"
 NEMO_FILES = sorted(p.name for p in NEMO.glob("*.jsonl"))
 
 
