@@ -185,7 +185,8 @@ def finding_html(v: FindingView, ids: Sequence[str]) -> str:
 
 
 def explanation_html(v: FindingView) -> str:
-    """The longer explanation with the check's description and its reference (SPEC section, issue, paper)."""
+    """The longer explanation with the check's description and its reference (docs/CONVENTIONS.md section,
+    upstream issue, paper)."""
     return (
         f"{CARD_CSS}<div class='cl-why'><div><b>{escape(v.description)}</b></div>"
         f"<div>{escape(v.explanation)}</div>"

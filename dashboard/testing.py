@@ -1,9 +1,10 @@
 """Synthetic runs for tests and offline development: small, deterministic, shaped like the sample runs.
 
 ``synthetic_kgqa`` mimics ``kgqa_multiturn`` (KG-R1 style: think/kg-query turns answered by <information>
-blocks, structured turn and global rewards, log-probs, critic values); ``synthetic_python_tool`` mimics seed
-001's two rollouts (a python call, its output, an answer; reward 1 and 0); ``synthetic_long`` builds B rows of
-about T tokens for the speed checks. Each returns a ``LoadResult``-like object with ``.run`` and ``.problems``.
+blocks, structured turn and global rewards, log-probs, critic values); ``synthetic_python_tool`` mimics the
+rLLM worked example's two rollouts (a python call, its output, an answer; reward 1 and 0); ``synthetic_long``
+builds B rows of about T tokens for the speed checks. Each returns a ``LoadResult``-like object with ``.run``
+and ``.problems``.
 
 The runs are ``engine.io.run.Run`` objects with their token texts kept in memory (no tokenizer needed), so the
 batch comes from the loader's own ``to_batch``.
@@ -124,7 +125,8 @@ def synthetic_kgqa(groups: int = 4, rollouts: int = 4, seed: int = 0, hostile: b
 
 
 def synthetic_python_tool(seed: int = 1) -> SyntheticLoad:
-    """Seed 001's example: one question, two rollouts that call python and answer "4" (reward 1) or "5" (0)."""
+    """rLLM's worked example (CONVENTIONS.md §7.2): one question, two rollouts that call python and answer "4"
+    (reward 1) or "5" (0)."""
     trajs = []
     for r, (answer, reward) in enumerate((("4", 1.0), ("5", 0.0))):
         seg_words = [

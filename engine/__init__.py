@@ -1,7 +1,7 @@
 """CreditLens engine: where an RL trainer puts credit, token by token (torch only; no UI imports).
 
-    from engine import TrajectoryBatch, CreditConfig, compute_credit, list_estimators
-    result = compute_credit(batch, CreditConfig(profile="verl", estimator="gae"))
+from engine import TrajectoryBatch, CreditConfig, compute_credit, list_estimators
+result = compute_credit(batch, CreditConfig(profile="verl", estimator="gae"))
 """
 
 from engine.batch import TrajectoryBatch

@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compute_parser(sub)
     try:
         from engine.cli import add_convert_parser, add_synth_parser
-    except ImportError:  # the loaders' CLI is optional while it is being built
+    except ImportError:
         pass
     else:
         add_convert_parser(sub)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-# KG-R1's KGFormatMultiTurnRewardManager defaults (SPEC §3.2, seed 000 §5.1).
+# KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
 KGR1_TURN_WEIGHTS = (("format_score", 0.15), ("kg_query_validity", 0.1), ("is_answer_score", 0.1))
 KGR1_GLOBAL_WEIGHTS = (("exact_match", 0.3), ("retrieval_quality", 0.4))
 
@@ -113,7 +113,7 @@ FIELD_HELP: dict[str, str] = {
     "global_weights": "Weight of each global reward component (KG-R1 defaults; unlisted components weigh 1).",
     "global_exclude_prefixes": "Global components whose name starts with one of these are left out of the "
     "global reward. KG-R1 skips only '_raw_', so its '_otc_scaling_factor' and '_kg_turns_used' bookkeeping "
-    "keys are added to the reward (SPEC §3.5).",
+    "keys are added to the reward (CONVENTIONS.md §3.5).",
     "turn_score_reduce": "How turn rewards combine into the trajectory score: mean (KG-R1) or sum (rLLM).",
     "use_kl_in_reward": "Subtract β·KL(old ‖ ref) from the token rewards (verl algorithm.use_kl_in_reward).",
     "kl_penalty": "KL estimator: kl/k1, abs, mse/k2, low_var_kl/k3, and '+' variants (value of the estimator, "

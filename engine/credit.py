@@ -1,4 +1,4 @@
-"""``compute_credit``: the whole pipeline, one call (seed 000's flow, in order).
+"""``compute_credit``: the whole pipeline, one call (the KG-R1 reward walkthrough's flow in order, CONVENTIONS.md §7.1).
 
 batch ─► (1) token scores: structured turn/global rewards placed on tokens (``shaping``)
       ─► (2) in-reward KL: rewards = scores − β·KL(old‖ref)·m        (``kl``)
@@ -48,11 +48,12 @@ class CreditResult:
     token_level_rewards: scores − β·kl when in-reward KL is on, else the scores. values: the values GAE used
     (or None). returns, advantages: the estimator's (under the rLLM mode). loss_mask: tokens that enter the loss.
     agg_weights: each token's weight in the aggregated loss; effective_weights = agg_weights · advantages.
-    scores: Σ_t token_level_rewards (what outcome estimators see). sample_scores: Σ_t returns · score mask (seed
-    000 step 6). group_mean/std/size: statistics of the scores' groups. kept: rows kept by rejection sampling.
-    verdicts: 0 solve_none / 1 partial / 2 solve_all. turn_*: per-turn summaries. extras: estimator
-    intermediates (TD errors, advantages before whitening, baselines, step returns, …). notes: strings such as
-    the value stand-in used and the placement resolved. metrics: floats (current KL, β after the update, …).
+    scores: Σ_t token_level_rewards (what outcome estimators see). sample_scores: Σ_t returns · score mask (the
+    dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size: statistics of the scores' groups. kept: rows
+    kept by rejection sampling. verdicts: 0 solve_none / 1 partial / 2 solve_all. turn_*: per-turn summaries.
+    extras: estimator intermediates (TD errors, advantages before whitening, baselines, step returns, …).
+    notes: strings such as the value stand-in used and the placement resolved. metrics: floats (current
+    KL, β after the update, …).
     """
 
     config: CreditConfig
@@ -116,7 +117,7 @@ def compute_credit(
     batch = batch.to(dev)
     est = get_estimator(cfg.estimator)
     attn, act = batch.attention_mask, batch.action_mask
-    state_mask = act if cfg.state_masking else attn  # seed 000 §2: multi_turn & state_masking → loss_mask
+    state_mask = act if cfg.state_masking else attn  # CONVENTIONS.md §7.1: multi_turn & state_masking → loss_mask
 
     # (1) token scores
     turn_r, turn_mask = weighted_turn_rewards(batch, cfg)

@@ -37,9 +37,7 @@ def token_table(
 
     data = {
         "trajectory_id": [batch.trajectory_ids[i] for i in rows.tolist()],
-        "group": (
-            [group_names[i] for i in rows.tolist()] if group_names else batch.group_ids.cpu()[rows].tolist()
-        ),
+        "group": ([group_names[i] for i in rows.tolist()] if group_names else batch.group_ids.cpu()[rows].tolist()),
         "position": pos.tolist(),
         "token_id": col(batch.token_ids),
         "turn": col(batch.turn_ids),

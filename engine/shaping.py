@@ -1,4 +1,4 @@
-"""Reward shaping: structured components → turn and global rewards → token-level scores (seed 000 steps 2–3).
+"""Reward shaping: structured components → turn and global rewards → token-level scores (CONVENTIONS.md §7.1).
 
 Turn reward  r_{i,k} = Σ_c w_c · turn_rewards[i, k, c]   (KG-R1 defaults: format 0.15, validity 0.1, answer 0.1)
 Global reward G_i    = Σ_c w_c · global_rewards[i, c] over components not starting with an excluded prefix.

@@ -1,5 +1,5 @@
 """Data-fact badges (truncated, synthesized, excluded, singleton, zero-variance), the estimator labels that follow
-the scheme, the "Run holds" line, and the glossary (issue 12 items 8 and 9)."""
+the scheme, the "Run holds" line, and the glossary."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Compare schemes (issue 12 items 2, 3, 4, 7): the default comparison changes one thing at a time and says what,
-seed 001's step table on its own sample, credit drawn only where the gradient flows, the token-aligned grid and
-labels in words. Pure functions first, then the page through AppTest."""
+"""Compare schemes: the default comparison changes one thing at a time and says what,
+the rLLM worked example's step table on its own sample, credit drawn only where the gradient flows, the
+token-aligned grid and labels in words. Pure functions first, then the page through AppTest."""
 
 from __future__ import annotations
 
@@ -92,8 +92,8 @@ def test_labels_are_words_and_say_what_ran() -> None:
     assert compare_model.run_label("grpo,sm:per_step", schemes.decode("grpo,sm:per_step")) == "GRPO · rLLM per-step"
 
 
-# ------------------------------------------------------------------------------------------------ seed 001's table
-def test_seed_001_step_table_from_the_engine(python_tool) -> None:
+# ------------------------------------------------------------------------------------ rLLM worked example's table
+def test_rllm_worked_example_step_table_from_the_engine(python_tool) -> None:
     run, batch = python_tool
     cfgs = compare_model.step_configs(RLLM)
     assert list(cfgs) == [
@@ -111,7 +111,9 @@ def test_seed_001_step_table_from_the_engine(python_tool) -> None:
     assert r0["step reward"].tolist() == [0.0, 0.0, 1.0]
     assert r0["A broadcast"].tolist() == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)  # population std: ±1
     assert r0["A per-step"].tolist() == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
-    assert r0["A broadcast (no std)"].tolist() == pytest.approx([0.5, 0.5, 0.5])  # seed 001's ±0.5
+    assert r0["A broadcast (no std)"].tolist() == pytest.approx(
+        [0.5, 0.5, 0.5]
+    )  # the worked example's ±0.5 (CONVENTIONS.md §7.2)
     assert r0["A per-step (no std)"].tolist() == pytest.approx([0.45125, 0.475, 0.5])
     r1 = frame[frame["rollout"] == "rollout-1"]
     assert r1["A per-step (no std)"].tolist() == pytest.approx([-0.45125, -0.475, -0.5])
@@ -196,7 +198,7 @@ def _html(at: AppTest) -> str:
     return "\n".join(el.proto.body for el in at.get("html"))
 
 
-def test_compare_page_on_seed_001_sample_without_clicks() -> None:
+def test_compare_page_on_rllm_worked_example_without_clicks() -> None:
     at = AppTest.from_file(APP, default_timeout=180)
     at.query_params.update({"page": "compare", "run": "python_tool_two_rollouts", "scheme": "grpo,p:rllm"})
     at.run()

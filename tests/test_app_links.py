@@ -42,7 +42,7 @@ def test_an_upload_cannot_be_linked() -> None:
 
 
 def test_a_sample_opens_with_its_source_scheme() -> None:
-    """seed 001's example trains on the sum of its step rewards: rollout-0 scores 1.0, not the mean 0.333."""
+    """The rLLM worked example trains on the sum of its step rewards: rollout-0 scores 1.0, not the mean 0.333."""
     at = new_app({"run": "python_tool_two_rollouts", "page": "tokens"})
     at.run()
     no_errors(at, "python tool")

@@ -1,4 +1,4 @@
-"""Compare schemes in a real browser (issue 12 items 2–4, 7): what a person sees on screen — seed 001's step table
+"""Compare schemes in a real browser: what a person sees on screen — the rLLM worked example's step table
 without a click, tool tokens hatched and left out of the differences, one token-aligned grid that scrolls as one,
 and a difference view that stays readable with six schemes. Debian's Chromium, one server, three page loads.
 
@@ -41,7 +41,7 @@ GRID_JS = """() => {
 }"""
 
 
-def test_seed_001_table_and_aligned_grid(page) -> None:
+def test_rllm_worked_example_table_and_aligned_grid(page) -> None:
     open_compare(page, "run=python_tool_two_rollouts&scheme=grpo,p:rllm")
     for text in (
         "Steps × rollouts",

@@ -1,4 +1,4 @@
-"""Markdown in labels and messages (issue 13, item 4) in a real browser: Debian's Chromium driven by Playwright
+"""Markdown in labels and messages in a real browser: Debian's Chromium driven by Playwright
 against one ``streamlit run app.py`` whose data directory holds the hostile run of ``test_hostile_markdown`` (payloads
 as reward component names, trajectory and group ids, metadata, the run name) and a bad file whose name is a payload.
 

@@ -1,4 +1,4 @@
-"""Issue 13, items 1, 5 and 6 (loader part): decompression bombs are refused from the sizes a file DECLARES,
+"""Hostile inputs, loader part: decompression bombs are refused from the sizes a file DECLARES,
 before anything is decompressed; half-precision, sparse and wrongly typed tensors/columns become clear errors
 or problems, never tracebacks; an over-large item of a JSON array is a problem, not a record.
 

@@ -1,4 +1,4 @@
-"""Markdown in labels and messages (issue 13, item 4): user-controlled text — reward component names, trajectory and
+"""Markdown in labels and messages: user-controlled text — reward component names, trajectory and
 group ids, metadata, file names, error messages that quote them — must reach every Streamlit label and message as
 plain text. Streamlit renders labels, help tooltips, expander titles, metric labels, alerts, captions and toasts as
 Markdown (with LaTeX, GitHub autolinks, emoji shortcodes and its own ``:red[…]`` / ``:material/…:`` directives), so

@@ -1,4 +1,4 @@
-"""Hostile inputs, issue 13 items 5-7: values that load but cannot be saved, one bad file in a folder, quiet
+"""Hostile inputs: values that load but cannot be saved, one bad file in a folder, quiet
 alterations (masks that are not 0/1, text that its token ids do not spell, files a folder load passes over) and
 the upload copies a killed server leaves behind. Every test names the problem it expects, word for word where
 the wording is the point, and the trajectories and token ids that must (or must not) be there."""
@@ -46,7 +46,7 @@ def same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-# ------------------------------------------------------------------------------------------------ item 5a
+# ------------------------------------------------------------------------------------------------ unsaveable
 NINES = "9" * 4000
 ODD_METADATA = (
     f'{{"big": {NINES}, "neg": -{NINES}, "nan": NaN, "inf": 1e400, "ninf": -1e400, "nested": [NaN, {{"x": {NINES}}}]}}'
@@ -111,7 +111,7 @@ def test_metadata_too_deep_to_save_is_refused_at_load(tmp_path):
     assert load_run(tmp_path / "saved.jsonl").run.trajectories == res.run.trajectories
 
 
-# ------------------------------------------------------------------------------------------------ item 5b
+# ------------------------------------------------------------------------------------------------ bad file
 def three_files(folder: Path) -> Path:
     folder.mkdir()
     for name in ("a", "b", "c"):
@@ -216,7 +216,7 @@ def test_cli_convert_says_which_file_and_shows_no_traceback(tmp_path):
     )
 
 
-# ------------------------------------------------------------------------------------------------ item 6: masks
+# ------------------------------------------------------------------------------------------------ masks
 def test_as_mask_takes_0_1_and_booleans_only():
     from engine.io.coerce import as_mask
 
@@ -305,7 +305,7 @@ def test_rllm_and_verifiers_masks(tmp_path):
     ]
 
 
-# ------------------------------------------------------------------------------------------------ item 6: text vs ids
+# ------------------------------------------------------------------------------------------------ text vs ids
 def test_text_its_token_ids_do_not_spell_is_reported_and_kept(tmp_path):
     path = write_jsonl(tmp_path / "ab.jsonl", [rec("ok"), rec("ab", text="ab", ids=[100, 200, 300, 400, 500])])
     res = load_run(path)
@@ -369,7 +369,7 @@ def test_samples_load_with_no_new_problems():
     assert load_run(SAMPLES / "lint_cases" / "kgr1").problems == []
 
 
-# ------------------------------------------------------------------------------------------------ item 6: folders
+# ------------------------------------------------------------------------------------------------ folders
 def test_folder_reads_any_case_and_names_every_entry_it_does_not_read(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
@@ -476,7 +476,7 @@ def test_what_the_picker_lists_loads_or_says_why(tmp_path, monkeypatch):
     assert [t.id for t in load_run(samples / "upper").run.trajectories] == ["x"]
 
 
-# ------------------------------------------------------------------------------------------------ item 7
+# ------------------------------------------------------------------------------------------------ uploads
 def dead_pid() -> int:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

@@ -1,4 +1,4 @@
-"""Issue 13, items 2 and 3: a broken tokenizer cache is verified and rebuilt (never trusted, never a traceback),
+"""Hostile tokenizer files: a broken tokenizer cache is verified and rebuilt (never trusted, never a traceback),
 an unwritable cache falls back to a private temporary folder, and a server-side load never reads a tokenizer file
 outside ``sample_runs/`` / ``$CREDITLENS_DATA_DIR``.
 
@@ -110,7 +110,7 @@ def warnings_of(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-# ------------------------------------------------------------------------------------------------ item 2: cache
+# ------------------------------------------------------------------------------------------------ cache
 def test_a_good_cache_is_used_without_a_rebuild(cache, caplog) -> None:
     assert verified(cache.file)
     caplog.set_level(logging.INFO)
@@ -546,7 +546,7 @@ def test_diagnostics_with_a_garbage_cache_and_with_no_tokenizer(cache, monkeypat
     ]
 
 
-# ------------------------------------------------------------------------------------------------ item 3: roots
+# ------------------------------------------------------------------------------------------------ roots
 def _run_file(folder: Path, tokenizer: str, with_ids: bool = True, name: str = "run.jsonl") -> Path:
     """A native JSONL run whose header names ``tokenizer`` (line 1) and one trajectory (line 2)."""
     header = {"creditlens": {"schema": "creditlens.trajectory.v1", "name": "r", "source": "native"}}

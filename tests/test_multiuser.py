@@ -1,4 +1,4 @@
-"""Several users on one server (project issue #6), in a real browser: Debian's Chromium driven by Playwright's
+"""Several users on one server, in a real browser: Debian's Chromium driven by Playwright's
 async API against one ``streamlit run app.py`` on 127.0.0.1.
 
 * Eight browser contexts (separate cookies and storage, as eight people) run at once under ``asyncio.gather``:

@@ -1,7 +1,7 @@
 """The red-team run of ``scripts/redteam.py`` at CI size: hostile inputs of every family loaded the way the
 dashboard loads a data-directory file, in a memory-limited worker process.
 
-Every item of issue 13 that a loader sees has inputs here: decompression bombs (npz, .pt, Parquet, gzip, a 50 MB
+Every hostile input family that a loader sees has inputs here: decompression bombs (npz, .pt, Parquet, gzip, a 50 MB
 record in a JSON array and in a JSONL line), bf16 / fp16 / sparse tensors, one bad file in a folder, upper-case and
 compressed suffixes and subfolders, NaN / 7 / -1 in masks, text that does not match its token ids, a 4,000-digit
 integer in metadata, tokenizer paths outside the roots; plus damaged bytes of every seed file. The run must end

@@ -1,4 +1,4 @@
-"""Learn: a guided walkthrough for teaching, led by the two source documents' own numbers.
+"""Learn: a guided walkthrough for teaching, led by the two worked examples' own numbers (CONVENTIONS.md §7).
 
 (a) A write-up of KG-R1's structured multi-turn reward pipeline: its literal reward dict on a tiny trajectory,
 every step run by the engine (``dashboard.teach``), then the sidebar's trajectory under the sidebar's scheme.
@@ -72,7 +72,8 @@ with tab_a:
         "**the same steps on your run**."
     )
     st.caption(
-        "Source: a write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53, ray_trainer_kg.py)."
+        "Source: a write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53, ray_trainer_kg.py), "
+        "summarised with its numbers in docs/CONVENTIONS.md §7.1."
     )
 
     step(1, "Generation")
@@ -368,7 +369,10 @@ with tab_b:
         "rollout 2 answers **5** (reward **0.0**). Each has three steps. The document's numbers stand beside the "
         f"engine's, computed on the sample run **{PYTHON_TOOL_SAMPLE}**."
     )
-    st.caption("Source: notes on rLLM's training flow and its three advantage modes (rLLM agent_ppo_trainer.py).")
+    st.caption(
+        "Source: notes on rLLM's training flow and its three advantage modes (rLLM agent_ppo_trainer.py), "
+        "summarised with its numbers in docs/CONVENTIONS.md §7.2."
+    )
     try:
         h2 = services.open_run(RunRef("sample", PYTHON_TOOL_SAMPLE), {})
         info2 = services.run_info(h2)

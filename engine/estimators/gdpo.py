@@ -1,4 +1,4 @@
-"""GDPO (group reward-decoupled normalisation, arXiv:2601.05242) as verl computes it (SPEC §1.3).
+"""GDPO (group reward-decoupled normalisation, arXiv:2601.05242) as verl computes it (CONVENTIONS.md §1.3).
 
 For each reward dimension k: A_k = GRPO(r_k) (group mean/std of that dimension alone); A = Σ_k w_k A_k;
 advantages = masked_whiten(A · m, m) · m (batch-wide, token-weighted, so ≤ 1 valid token raises).

@@ -1,4 +1,4 @@
-"""Credit lints (project issue #5): what in a (run, credit scheme) pair puts credit where it should not be.
+"""Credit lints: what in a (run, credit scheme) pair puts credit where it should not be.
 
     from engine.lint import run_lints
     for f in run_lints(batch, CreditConfig(profile="kg-r1", estimator="gae")):

@@ -1,5 +1,5 @@
 """Lints on group-relative estimators (GRPO and kin): singleton groups, zero-variance groups, near-ties and
-std blow-ups (SPEC §1.3, §1.6, §2.4, §5.2, §5.3). They read the prompt groups (trajectory mode, or rLLM
+std blow-ups (CONVENTIONS.md §1.3, §1.6, §2.4, §5.2, §5.3). They read the prompt groups (trajectory mode, or rLLM
 broadcast grouped by prompt); rLLM's split and per-step groups are the stepwise lints' business."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from engine.lint.thresholds import (
 )
 
 # Estimators whose row advantage is relative to the row's prompt group, and what a singleton group gets
-# (SPEC §5.2): "raw" = its own score against a 0 baseline, "zero" = nothing. rloo and RF++-baseline depend on
+# (CONVENTIONS.md §5.2): "raw" = its own score against a 0 baseline, "zero" = nothing. rloo and RF++-baseline depend on
 # the scheme (``singleton_convention``); grpo_passk raises on singletons, so it never reaches that question.
 GROUP_ESTIMATORS: dict[str, str] = {
     "grpo": "raw",
@@ -78,11 +78,11 @@ def count_groups(ctx: LintContext, rows: torch.Tensor) -> int:
     "singleton_raw_score",
     severity="warning",
     description="a trajectory alone in its prompt group gets its raw score as advantage",
-    reference="SPEC §1.3 (GRPO, RLOO, OPO, GPG singletons), §3.5, §5.2",
+    reference="CONVENTIONS.md §1.3 (GRPO, RLOO, OPO, GPG singletons), §3.5, §5.2",
     explanation="""A prompt group of one rollout has no baseline: verl's GRPO sets μ = 0, σ = 1, so the
     advantage is the raw score s/(1 + ε); RLOO (loop), OPO, GPG and REINFORCE++-baseline (token scope) do the
-    same (SPEC §1.3, §5.2). A raw score is not group-relative: a constant reward offset (KG-R1's leaked
-    '_otc_scaling_factor' adds +1, SPEC §3.5) or a reward on a different scale becomes a full-size advantage.
+    same (CONVENTIONS.md §1.3, §5.2). A raw score is not group-relative: a constant reward offset (KG-R1's leaked
+    '_otc_scaling_factor' adds +1, CONVENTIONS.md §3.5) or a reward on a different scale becomes a full-size advantage.
     rloo_vectorized and rLLM's REINFORCE++-baseline give singletons 0 instead (see zero_variance_groups); pass@k
     refuses them.""",
 )
@@ -104,13 +104,13 @@ def singleton_raw_score(ctx: LintContext):
     "zero_variance_groups",
     severity="warning",
     description="groups whose rollouts all scored the same give no learning signal (share of the batch wasted)",
-    reference="SPEC §1.3 (all-equal group), §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)",
+    reference="CONVENTIONS.md §1.3 (all-equal group), §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)",
     explanation="""When every rollout of a prompt scored the same (all solved, all failed), a group-relative
     advantage is 0 for all of them (or, with REINFORCE++-baseline's batch whitening, the same constant shift):
     the rollouts cost generation time but carry no within-group signal, and they still dilute token-mean
     denominators. Singleton groups under a 'zero' convention (rloo_vectorized, rLLM RF++-baseline) are wasted
     the same way. rLLM's rejection sampling (rejection_sample=True) and filter_uniform_groups drop such groups
-    (SPEC §2.2, §2.4). Info below a waste share of ZERO_VARIANCE_WARN_SHARE, warning above.""",
+    (CONVENTIONS.md §2.2, §2.4). Info below a waste share of ZERO_VARIANCE_WARN_SHARE, warning above.""",
 )
 def zero_variance_groups(ctx: LintContext):
     if not prompt_groups_apply(ctx):
@@ -148,15 +148,15 @@ def zero_variance_groups(ctx: LintContext):
     "near_tie_amplified",
     severity="warning",
     description="tied scores (spread < 1e-6, exact ties included) get sizeable advantages from 1/(σ + ε)",
-    reference="SPEC §1.3 (near_tie_float_noise), §1.6 (verl PR #6348)",
+    reference="CONVENTIONS.md §1.3 (near_tie_float_noise), §1.6 (verl PR #6348)",
     explanation="""The scores of a group are equal up to float rounding (spread below NEAR_TIE_SPREAD = 1e-6),
     yet a std-normalised estimator gives its rows advantages above NEAR_TIE_MIN_ADVANTAGE: dividing by σ + ε
     with σ ≈ 1e-8 turns rounding error into a learning signal. Two ways in: scores that differ by an ulp
-    (0.7 against 0.1 + 0.6 in float32: verl GRPO gives ~0.057, the near_tie_float_noise golden of SPEC §1.3),
+    (0.7 against 0.1 + 0.6 in float32: verl GRPO gives ~0.057, the near_tie_float_noise golden of CONVENTIONS.md §1.3),
     and bit-identical non-dyadic scores whose float32 group mean does not round back to the score (8 × 0.35:
     torch.mean/torch.std, as verl's GRPO loop uses them, give every rollout the same advantage ≈ 0.029, so the
     whole group is pushed one way by noise). Older grpo_vectorized floored the variance at 1e-6 and gave ~6e-5
-    (SPEC §1.6). Fix: round rewards to dyadic values, Dr.GRPO (norm_adv_by_std_in_grpo=False) or a variance
+    (CONVENTIONS.md §1.6). Fix: round rewards to dyadic values, Dr.GRPO (norm_adv_by_std_in_grpo=False) or a variance
     floor.""",
 )
 def near_tie_amplified(ctx: LintContext):
@@ -184,7 +184,7 @@ def near_tie_amplified(ctx: LintContext):
     "std_blowup",
     severity="warning",
     description="|A| is more than 1000× the group's score spread: tiny reward differences become full advantages",
-    reference="verl issue #957 class; SPEC §1.3 (1/(σ + ε)), §5.3; Dr.GRPO (Liu et al. 2025)",
+    reference="verl issue #957 class; CONVENTIONS.md §1.3 (1/(σ + ε)), §5.3; Dr.GRPO (Liu et al. 2025)",
     explanation="""A group's scores differ by a tiny amount (above float noise), but std normalisation scales
     the differences up to unit-size advantages: max |A| / spread exceeds STD_BLOWUP_RATIO = 1000. Small
     partial-credit or shaping terms (format bonuses, length penalties, KL in the reward) then dominate the

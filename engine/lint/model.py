@@ -1,8 +1,8 @@
 """What a lint reports (``Finding``) and the registry of checks (``CHECKS``) the CLI and the dashboard list.
 
 A check is ``fn(ctx: LintContext) -> Finding | list[Finding] | None``, registered with ``@register_check`` under
-a unique name with its worst severity, a one-line description, the SPEC section or issue it comes from, and a
-longer explanation that every finding it makes carries.
+a unique name with its worst severity, a one-line description, the section of docs/CONVENTIONS.md, upstream
+issue or paper it comes from, and a longer explanation that every finding it makes carries.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ class Finding:
     check: the registered check name. message: one line, with the numbers. rows: offending trajectories
     (batch rows, sorted). tokens: row → offending token positions, for highlighting (empty when the finding is
     about whole trajectories). count: number of offending units the message counts (tokens for token-level
-    findings, trajectories or steps otherwise). explanation: why it matters, with the SPEC/issue reference.
+    findings, trajectories or steps otherwise). explanation: why it matters, with its
+    reference (docs/CONVENTIONS.md section, upstream issue, paper).
     """
 
     severity: str

@@ -1,4 +1,4 @@
-"""Lints on rLLM's stepwise modes (SPEC §2.2, §2.3): broadcast groups split by step count, steps left without
+"""Lints on rLLM's stepwise modes (CONVENTIONS.md §2.2, §2.3): broadcast groups split by step count, steps left without
 advantage, and small or singleton per-step groups. A step is a turn (``turn_ids``)."""
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ def step_tokens(ctx: LintContext, steps: torch.Tensor) -> torch.Tensor:
     "broadcast_group_split",
     severity="warning",
     description="rLLM broadcast grouped by (prompt, last step) splits a prompt's rollouts by step count",
-    reference="SPEC §2.3 (AgentWorkflowPPOTrainer: uid = step id)",
+    reference="CONVENTIONS.md §2.3 (AgentWorkflowPPOTrainer: uid = step id)",
     explanation="""rLLM's workflow trainer sets uid = step id, so stepwise broadcast groups last steps by
     (task, last-step index) (broadcast_group_key='prompt_and_last_step', profile rllm-workflow): rollouts of one
     prompt that took different numbers of steps land in different GRPO groups, often singletons that get
-    their raw reward as advantage (SPEC §2.3: u0's rollouts get 1.0, 1.0, 0.2). The legacy trainer grouped
+    their raw reward as advantage (CONVENTIONS.md §2.3: u0's rollouts get 1.0, 1.0, 0.2). The legacy trainer grouped
     by prompt (broadcast_group_key='prompt').""",
 )
 def broadcast_group_split(ctx: LintContext):
@@ -65,7 +65,7 @@ def broadcast_group_split(ctx: LintContext):
     "zero_advantage_steps",
     severity="warning",
     description="rLLM stepwise mode leaves steps with zero advantage although their trajectory has credit",
-    reference="SPEC §2.2 (broadcast, per_step); seed 001",
+    reference="CONVENTIONS.md §2.2 (broadcast, per_step), §7.2 (worked example)",
     explanation="""In stepwise_mode 'broadcast' every step of a trajectory should get the last step's scalar,
     and in 'per_step' each step its group-relative MC return. A step whose trained tokens all get advantage 0
     while the same trajectory has nonzero credit under stepwise_mode='trajectory' is left out of the update:
@@ -94,10 +94,10 @@ def zero_advantage_steps(ctx: LintContext):
     "small_step_groups",
     severity="warning",
     description="rLLM per_step groups (k-th steps of a prompt's rollouts) that are singletons or small",
-    reference="SPEC §2.2 (per_step: a singleton group returns the raw MC return)",
+    reference="CONVENTIONS.md §2.2 (per_step: a singleton group returns the raw MC return)",
     explanation="""In stepwise_mode 'per_step' the k-th steps of one prompt's rollouts form a group. Late steps
     exist only in the longer rollouts, so their groups are small, and a singleton group gets its raw
-    Monte-Carlo return as advantage (SPEC §2.2): the last turns of the longest rollout are trained on an
+    Monte-Carlo return as advantage (CONVENTIONS.md §2.2): the last turns of the longest rollout are trained on an
     unbaselined return. Warning for singletons with a raw-score convention, info for groups smaller than
     SMALL_STEP_GROUP (and than their prompt group). Sizes come from the engine's step_group_size extra.""",
 )
