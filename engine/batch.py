@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
+
+from engine.scan import TurnSegments
 
 FLOAT = torch.float32
 
@@ -212,6 +215,35 @@ class TrajectoryBatch:
     def info_mask(self) -> torch.Tensor:
         """[B, T] 1 on tool/info tokens: real tokens the policy did not generate."""
         return self.attention_mask - self.action_mask
+
+    # ---------------------------------------------------------------- derived once per batch
+    # Computed on first use and kept with the batch (every scheme computed on it reuses them); a batch is never
+    # changed after construction, and ``replace``/``select``/``to`` build a new one that computes its own.
+    @cached_property
+    def turn_segments(self) -> TurnSegments:
+        """Runs of equal turn id per row over the turns 0..K−1 (K = turn_rewards' K, else 1 + max turn id)."""
+        K = self.turn_rewards.shape[1] if self.turn_rewards is not None else int(self.turn_ids.max()) + 1
+        return TurnSegments.of(self.turn_ids, max(K, 1))
+
+    @cached_property
+    def _extents(self) -> dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        return {}
+
+    def row_extent(self, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(position of the last 1 of each row, whether the row has one, number of 1s), each [B], of ``mask``:
+        kept for the batch's own ``action_mask`` and ``attention_mask``, computed for any other mask.
+
+        Positions come from a float32 product (exact below 2**24), so no [B, T] int64 temporary is made."""
+        name = "action" if mask is self.action_mask else "attention" if mask is self.attention_mask else None
+        if name is not None and name in self._extents:
+            return self._extents[name]
+        T = mask.shape[-1]
+        pos1 = torch.arange(1, T + 1, device=mask.device, dtype=torch.float32)  # 1-based: an empty row gives 0
+        last = (mask.to(torch.float32) * pos1).amax(-1).long() - 1
+        extent = (last.clamp(min=0), last >= 0, mask.sum(-1))
+        if name is not None:
+            self._extents[name] = extent
+        return extent
 
     def to(self, device) -> TrajectoryBatch:
         """The batch on ``device`` (itself when already there; no re-validation cost)."""

@@ -12,6 +12,8 @@ once per valid token" (verl PR #2337, #7278).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 CHUNK = 64
@@ -114,3 +116,42 @@ def next_hole_distance(mask: torch.Tensor) -> torch.Tensor:
     hole_pos = torch.where(mask.bool(), torch.full_like(pos, T), pos)
     first = torch.flip(torch.cummin(torch.flip(hole_pos, [-1]), dim=-1).values, [-1])
     return first - pos
+
+
+@dataclass(frozen=True)
+class TurnSegments:
+    """The runs of equal turn id along each row of ``turn_ids`` [B, T], for per-turn sums without a [B, T] index.
+
+    Slot of a token = its turn id k when 0 ≤ k < K, else K (padding, or a turn beyond the K that exist); the
+    token's key is row·(K+1) + slot. ``keys`` [S] and ``lengths`` [S] are the runs of equal keys over the
+    flattened rows (a row's turns are contiguous, so S ≈ B·(K+1)). A sum over a run adds its tokens in order,
+    exactly as a scatter-add into zeros does; a turn split into several runs (turn ids going backwards) adds its
+    runs' sums in order."""
+
+    keys: torch.Tensor
+    lengths: torch.Tensor
+    rows: int
+    turns: int
+
+    @classmethod
+    def of(cls, turn_ids: torch.Tensor, K: int) -> TurnSegments:
+        B = turn_ids.shape[0]
+
+        def runs(ids: torch.Tensor, first_row: int) -> tuple[torch.Tensor, torch.Tensor]:
+            rows = torch.arange(first_row, first_row + ids.shape[0], device=ids.device)
+            slot = ids.long().clamp(min=-1, max=K).remainder_(K + 1)  # −1 and ≥ K → K
+            keys, lengths = torch.unique_consecutive((slot + rows[:, None] * (K + 1)).flatten(), return_counts=True)
+            return keys, lengths
+
+        step = max(ROW_BLOCK, 2**22 // max(turn_ids.shape[1], 1))  # bounded [rows, T] int64 temporaries
+        parts = [runs(turn_ids[i : i + step], i) for i in range(0, B, step)]
+        return cls(torch.cat([k for k, _ in parts]), torch.cat([n for _, n in parts]), B, K)
+
+    def sums(self, *xs: torch.Tensor) -> torch.Tensor:
+        """s[i, k, j] = Σ_{t: turn_ids[i, t] = k} xs[j][i, t]. (B, K, len(xs))."""
+        out = []
+        for x in xs:
+            run = torch.segment_reduce(x.reshape(-1), "sum", lengths=self.lengths)
+            per_slot = torch.zeros(self.rows * (self.turns + 1), dtype=x.dtype, device=x.device)
+            out.append(per_slot.index_add_(0, self.keys, run).view(self.rows, self.turns + 1)[:, : self.turns])
+        return torch.stack(out, dim=-1)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import torch
 
 from engine.batch import TrajectoryBatch
-from engine.scan import by_row_blocks
 
 
 def _weights(names: tuple[str, ...], table: tuple[tuple[str, float], ...], like: torch.Tensor) -> torch.Tensor:
@@ -69,32 +68,6 @@ def resolve_placement(batch: TrajectoryBatch, cfg) -> str:
     return "turn_proportional" if cfg.use_kl_in_reward else "final_token_only"
 
 
-def last_index(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(index of the last 1 in each row, whether the row has any). (B,), (B,).
-
-    Positions are float32 (exact below 2**24) so no [B, T] int64 temporary is made."""
-    T = mask.shape[-1]
-    pos1 = torch.arange(1, T + 1, device=mask.device, dtype=torch.float32)  # 1-based so an empty row gives 0
-    last = (mask.to(torch.float32) * pos1).amax(-1).long() - 1
-    return last.clamp(min=0), last >= 0
-
-
-def per_turn_sums(turn_ids: torch.Tensor, K: int, *xs: torch.Tensor) -> torch.Tensor:
-    """s[i, k, j] = Σ_{t: turn_ids[i, t] = k} xs[j][i, t] for turns 0..K−1: one scatter per x, in row blocks
-    (``engine.scan.by_row_blocks``), so the index and masked copies are never [B, T] at once. (B, K, len(xs))."""
-    return by_row_blocks(lambda ids, *vals: _per_turn_sums_rows(ids, K, *vals), turn_ids, *xs)
-
-
-def _per_turn_sums_rows(turn_ids: torch.Tensor, K: int, *xs: torch.Tensor) -> torch.Tensor:
-    idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
-    inside = (turn_ids >= 0) & (turn_ids < K)
-    B = turn_ids.shape[0]
-    sums = [
-        torch.zeros(B, K, dtype=x.dtype, device=x.device).scatter_add_(1, idx, torch.where(inside, x, 0.0)) for x in xs
-    ]
-    return torch.stack(sums, dim=-1)
-
-
 def turn_token_counts(turn_ids: torch.Tensor, mask: torch.Tensor, K: int) -> torch.Tensor:
     """n[i, k] = number of mask tokens in turn k. (B, K)."""
     idx = turn_ids.clamp(min=0, max=max(K - 1, 0)).long()
@@ -143,8 +116,7 @@ def place_rewards(
     B, T = mask.shape
     out = torch.zeros_like(mask)
     g = global_r if global_r is not None else torch.zeros(B, dtype=mask.dtype, device=mask.device)
-    last, has = last_index(mask)
-    n_valid = mask.sum(-1)
+    last, has, n_valid = batch.row_extent(mask)
     if placement in ("final_token_only", "uniform"):
         total = turn_score(turn_r, turn_mask, turn_score_reduce, B, mask) + g
         if placement == "final_token_only":

@@ -1,0 +1,197 @@
+"""The four stages of ``compute_credit``, one function each, in the order the data flows.
+
+batch ─► (1) ``place_scores``: structured turn/global rewards placed on tokens       → ``TokenScores``
+      ─► (2) ``subtract_kl``:  rewards = scores − β·KL(old‖ref)·m (in-reward KL)      → ``Rewards``
+      ─► (3) ``estimate``:     the registered estimator, under the rLLM mode           → ``EstimatorOutput``
+      ─► (4) ``weigh_loss``:   loss mask, aggregation weights, w·A, summaries           → ``LossWeights``
+
+Every stage is a pure function of the batch, the config and the earlier stages' outputs; ``compute_credit``
+(``engine/credit.py``) calls them in order and gathers their outputs into one ``CreditResult``. Two masks run
+through all four (``Masks``): the *state* mask (action tokens under ``state_masking``, else every attended token)
+places rewards, masks the in-reward KL and is the loss mask; the *advantage* mask is what the estimator sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+import engine.estimators  # noqa: F401  (registers the built-in estimators)
+from engine.aggregation import agg_weights
+from engine.batch import TrajectoryBatch
+from engine.config import CreditConfig
+from engine.groups import GroupStats, group_stats
+from engine.kl import apply_kl_penalty, kl_penalty
+from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
+from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
+from engine.scan import by_row_blocks
+from engine.shaping import (
+    place_rewards,
+    resolve_placement,
+    weighted_global_reward,
+    weighted_turn_rewards,
+)
+
+
+@dataclass(frozen=True)
+class Masks:
+    """state [B, T]: placement, in-reward KL and loss mask (CONVENTIONS.md §7.1: state masking keeps tool/info
+    tokens out). advantage [B, T]: the estimator's mask (``cfg.advantage_mask``, CONVENTIONS.md §4)."""
+
+    state: torch.Tensor
+    advantage: torch.Tensor
+
+
+def masks_for(batch: TrajectoryBatch, cfg: CreditConfig) -> Masks:
+    attn, act = batch.attention_mask, batch.action_mask
+    return Masks(
+        state=act if cfg.state_masking else attn,
+        advantage=act if cfg.advantage_mask == "action" else attn,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ (1) token scores
+@dataclass(frozen=True)
+class TokenScores:
+    """placement: the placement used (``auto`` resolved). scores [B, T]: the token-level scores.
+    turn_rewards, turn_mask [B, K]: weighted per-turn rewards and which turns exist (None without turn
+    components). global_reward [B]: the weighted global reward G (None without global rewards or token scores)."""
+
+    placement: str
+    scores: torch.Tensor
+    turn_rewards: torch.Tensor | None
+    turn_mask: torch.Tensor | None
+    global_reward: torch.Tensor | None
+
+
+def place_scores(batch: TrajectoryBatch, cfg: CreditConfig, masks: Masks) -> TokenScores:
+    """Stage 1: r_{i,k} = Σ_c w_c·turn component, G_i = Σ_c w_c·global component, placed on the state mask's
+    tokens by ``cfg.placement`` (``engine.shaping``)."""
+    turn_r, turn_mask = weighted_turn_rewards(batch, cfg)
+    global_r = weighted_global_reward(batch, cfg)
+    placement = resolve_placement(batch, cfg)
+    scores = place_rewards(batch, placement, turn_r, turn_mask, global_r, masks.state, cfg.turn_score_reduce)
+    return TokenScores(placement, scores, turn_r, turn_mask, global_r)
+
+
+# ------------------------------------------------------------------------------------------------ (2) in-reward KL
+@dataclass(frozen=True)
+class Rewards:
+    """rewards [B, T]: what the estimator is given (the scores themselves without in-reward KL). kl [B, T]: the
+    per-token KL on the state mask (shown even when it is not subtracted; zeros without log-probs). metrics:
+    current KL, β used and β after the controller's update (in-reward KL only)."""
+
+    rewards: torch.Tensor
+    kl: torch.Tensor
+    metrics: dict[str, float]
+
+
+def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, masks: Masks) -> Rewards:
+    """Stage 2: verl's ``apply_kl_penalty`` when ``cfg.use_kl_in_reward`` (CONVENTIONS.md §1.4)."""
+    has_lp = batch.old_log_probs is not None and batch.ref_log_probs is not None
+    if cfg.use_kl_in_reward:
+        if not has_lp:
+            raise ValueError("use_kl_in_reward needs old_log_probs and ref_log_probs; the run lacks them")
+        pen = apply_kl_penalty(
+            scores.scores, batch.old_log_probs, batch.ref_log_probs, masks.state, cfg.kl_penalty, cfg.kl_coef,
+            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants,
+        )  # fmt: skip
+        metrics = {"kl": pen.current_kl, "kl_coef": pen.beta, "kl_coef_next": pen.beta_next}
+        return Rewards(pen.token_level_rewards, pen.kl, metrics)
+    if has_lp:
+        kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants).detach()
+        kl = kl * masks.state
+    else:
+        kl = torch.zeros_like(scores.scores)
+    return Rewards(scores.scores, kl, {})
+
+
+# ------------------------------------------------------------------------------------------------ (3) advantages
+def estimate(
+    batch: TrajectoryBatch,
+    cfg: CreditConfig,
+    scores: TokenScores,
+    rewards: Rewards,
+    masks: Masks,
+) -> EstimatorOutput:
+    """Stage 3: the registered estimator ``cfg.estimator`` on the rewards, under ``cfg.stepwise_mode``
+    (trajectory: the estimator itself; broadcast / per_step: ``engine.rllm``)."""
+    est = get_estimator(cfg.estimator)
+    inp = EstimatorInput(
+        token_level_rewards=rewards.rewards,
+        response_mask=masks.advantage,
+        group_ids=batch.group_ids,
+        turn_ids=batch.turn_ids,
+        action_mask=batch.action_mask,
+        values=batch.values,
+        old_log_probs=batch.old_log_probs,
+        reward_baselines=batch.reward_baselines,
+        turn_rewards=scores.turn_rewards,
+        turn_mask=scores.turn_mask,
+        global_reward=scores.global_reward,
+        global_components=batch.global_rewards,
+        global_component_names=batch.global_reward_names,
+        sum_pi_squared=batch.sum_pi_squared,
+        rollout_is_weights=batch.rollout_is_weights,
+    )
+    if cfg.stepwise_mode == "broadcast":
+        return run_broadcast(est, inp, cfg)
+    if cfg.stepwise_mode == "per_step":
+        return run_per_step(est, inp, cfg)
+    return est.fn(inp, cfg)
+
+
+# ------------------------------------------------------------------------------------------------ (4) loss weights
+@dataclass(frozen=True)
+class LossWeights:
+    """scores [B]: Σ_t rewards (what outcome estimators see). verdicts [B]: rLLM's rejection verdict of each row's
+    group; kept [B]: rows that stay after rejection sampling and the truncation mask. loss_mask [B, T]: the state
+    mask on kept rows. agg_weights [B, T]: each token's weight in the aggregated loss (``engine.aggregation``);
+    effective_weights = agg_weights · A on the loss mask. groups: the scores' group statistics. turn_sums
+    [B, K, 3]: per turn, Σ of trained advantages, of rewards and of loss-mask tokens. sample_scores [B]:
+    Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6)."""
+
+    scores: torch.Tensor
+    verdicts: torch.Tensor
+    kept: torch.Tensor
+    loss_mask: torch.Tensor
+    agg_weights: torch.Tensor
+    effective_weights: torch.Tensor
+    groups: GroupStats
+    turn_sums: torch.Tensor
+    sample_scores: torch.Tensor
+
+
+def weigh_loss(
+    batch: TrajectoryBatch,
+    cfg: CreditConfig,
+    scores: TokenScores,
+    rewards: Rewards,
+    out: EstimatorOutput,
+    masks: Masks,
+) -> LossWeights:
+    """Stage 4: which rows and tokens the loss keeps, how ``cfg.loss_agg_mode`` weighs each token, and the
+    per-row and per-turn summaries of where the advantage lands."""
+    row_scores = rewards.rewards.sum(-1)
+    # the rejection rule reads the scores before KL (rLLM: Σ_t token_level_scores)
+    raw_scores = row_scores if rewards.rewards is scores.scores else scores.scores.sum(-1)
+    verdicts = rejection_verdicts(raw_scores, batch.group_ids)
+    kept = torch.ones_like(row_scores, dtype=torch.bool)
+    if cfg.rejection_sample:
+        kept = verdicts == SOLVE_PARTIAL
+    if cfg.mask_truncated_samples:
+        kept = kept & ~batch.truncated
+    loss_mask = masks.state if bool(kept.all()) else masks.state * kept[:, None]  # no [B, T] copy when all kept
+    w = agg_weights(
+        loss_mask,
+        cfg.loss_agg_mode,
+        loss_scale_factor=cfg.loss_scale_factor,
+        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
+    )
+    groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
+    trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
+    turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
+    effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
+    sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
+    return LossWeights(row_scores, verdicts, kept, loss_mask, w, effective, groups, turn_sums, sample_scores)
