@@ -318,8 +318,13 @@ def _budget(h: RunHandle) -> budget.ByteBudget:
 
 
 def _storages(obj) -> dict[int, int]:
-    """{storage address: bytes} of the tensors in a dataclass (a batch, a result and its extras)."""
-    values = [getattr(obj, f.name) for f in dataclasses.fields(obj)] + list(getattr(obj, "extras", {}).values())
+    """{storage address: bytes} of the tensors in a dataclass (a batch, a result with its views and extras)."""
+    named = (
+        obj.quantities()
+        if isinstance(obj, CreditResult)
+        else {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+    )
+    values = list(named.values()) + list(getattr(obj, "extras", {}).values())
     return {v.untyped_storage().data_ptr(): v.untyped_storage().nbytes() for v in values if isinstance(v, torch.Tensor)}
 
 
@@ -343,7 +348,7 @@ def compute(h: RunHandle, cfg: CreditConfig) -> CreditResult:
     def build() -> CreditResult:
         if estimate >= COLLECT_BEFORE_BYTES:  # a page run's garbage may hold a result the budget has just dropped
             collector.collect()
-        res = compute_credit(b, cfg, token_extras=False)
+        res = compute_credit(b, cfg, token_extras=False).materialize()  # every page reads the views
         if estimate >= BIG_RESULT_BYTES:
             release_free_memory()  # the computation's freed temporaries (~0.3 GB at 50,000 × 1,000)
         return res
@@ -508,7 +513,7 @@ def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, l
                 if same is not None:
                     res = with_loss_agg_mode(same, v)
                 else:
-                    res = compute_credit(b, base.replace(**{field: v}), token_extras=False)
+                    res = compute_credit(b, base.replace(**{field: v}), token_extras=False).materialize()
             except (ValueError, NotImplementedError):
                 continue
             frames.append(table(b, {labels.get(str(v), str(v)): res}))

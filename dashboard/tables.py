@@ -8,7 +8,6 @@ estimators that is the broadcast scalar, for GAE a token average.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,8 +133,8 @@ def select_rows(result: CreditResult, rows: torch.Tensor) -> CreditResult:
     def pick(v):
         return v[rows.to(v.device)] if isinstance(v, torch.Tensor) and v.dim() and v.shape[0] == B else v
 
-    fields = {f.name: pick(getattr(result, f.name)) for f in dataclasses.fields(result) if f.name != "extras"}
-    return CreditResult(**fields, extras={k: pick(v) for k, v in result.extras.items()})
+    picked = {name: pick(v) for name, v in result.quantities().items() if name != "extras"}
+    return result.replace(**picked, extras={k: pick(v) for k, v in result.extras.items()})
 
 
 def trajectory_summary(batch: TrajectoryBatch, result: CreditResult) -> pd.DataFrame:

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -355,3 +357,27 @@ def rllm_doc_table(steps: pd.DataFrame, norm_by_std: bool) -> pd.DataFrame:
     out.attrs["matches_returns"] = bool(same_mc and doc_ok.all())
     out.attrs["norm_by_std"] = norm_by_std
     return out
+
+
+@dataclass(frozen=True)
+class StageCode:
+    """One function of the pipeline as the Learn page shows it: title, the docstring's first paragraph, source."""
+
+    title: str
+    summary: str
+    source: str
+
+
+@functools.cache
+def pipeline_code() -> tuple[StageCode, ...]:
+    """``compute_credit`` and its four stages (``engine.stages``), read from the engine's own source files."""
+    from engine import credit, stages
+
+    parts = (
+        ("compute_credit: the four stages in order", credit.compute_credit),
+        ("(1) place_scores: rewards onto tokens", stages.place_scores),
+        ("(2) subtract_kl: the in-reward KL", stages.subtract_kl),
+        ("(3) estimate: the advantage estimator", stages.estimate),
+        ("(4) weigh_loss: what the loss does with the advantages", stages.weigh_loss),
+    )
+    return tuple(StageCode(title, inspect.getdoc(fn).split("\n\n")[0], inspect.getsource(fn)) for title, fn in parts)

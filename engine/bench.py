@@ -8,6 +8,13 @@ Rows (full size; ``--quick`` shrinks every size for a smoke test and checks no t
 * ``compute_credit`` (the whole pipeline) for every registered estimator on B=1024, T=4096 with structured
   rewards, critic values, log-probs, Σ_v π², ReMax baselines and groups of 8. Target: < 3 s for all together.
 
+Then the pipeline against its estimator, with one torch thread (``bench_pipeline``): ``compute_credit`` (stages
+1–3: placement, in-reward KL, estimator under the rLLM mode) against the estimator alone on the same rewards, and
+against the reference-style loop; each ``compute_credit`` call gets a fresh copy of the batch, so whatever a batch
+derives once (row extents, turn runs) is paid in every call. ``+ views`` adds stage 4 (loss mask, aggregation
+weights, per-turn sums: what the dashboard reads). Targets: compute_credit ≤ 1.5× the estimator alone, and ≥ 10×
+(GAE, B=256, T=8192 with holes) / ≥ 50× (GRPO, B=8192, T=64) faster than the loop.
+
 Each time is the median (targets are judged on it) and the best of a few calls after one warm-up call; the best
 is the time least disturbed by other processes on the same cores, and the printed load average says how busy
 they were. torch uses as many threads as the machine has cores unless ``--threads`` says otherwise.
@@ -17,6 +24,7 @@ they were. torch uses as many threads as the machine has cores unless ``--thread
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -229,9 +237,152 @@ def bench_compute_credit(B: int, T: int, repeats: int, device: torch.device, bud
     return rows
 
 
+@dataclass
+class PipelineRow:
+    """One scheme: the estimator alone, compute_credit, compute_credit with its views, the reference-style loop."""
+
+    name: str
+    size: str
+    estimator: Timing
+    credit: Timing
+    with_views: Timing
+    loop: Timing
+    max_diff: float
+    max_overhead: float | None  # target: credit / estimator ≤ this
+    min_speedup: float | None  # target: loop / credit ≥ this
+
+    @property
+    def overhead(self) -> float:
+        return self.credit.median / self.estimator.median
+
+    @property
+    def speedup(self) -> float:
+        return self.loop.median / self.credit.median
+
+    @property
+    def ok(self) -> bool:
+        return (self.max_overhead is None or self.overhead <= self.max_overhead) and (
+            self.min_speedup is None or self.speedup >= self.min_speedup
+        )
+
+
+def _pipeline_row(
+    name: str, batch: TrajectoryBatch, cfg: CreditConfig, loop_fn, repeats: int, loop_repeats: int, device, targets
+) -> PipelineRow:
+    from engine import stages
+
+    masks = stages.masks_for(batch, cfg)
+    scores = stages.place_scores(batch, cfg, masks)
+    inp = stages.estimator_input(batch, scores, stages.subtract_kl(batch, cfg, scores, masks), masks)
+    est = get_estimator(cfg.estimator)
+    fresh = iter([dataclasses.replace(batch) for _ in range(2 * (repeats + 1))])  # nothing derived yet
+    credit = time_calls(lambda: compute_credit(next(fresh), cfg, device), repeats, device)
+    views = time_calls(lambda: compute_credit(next(fresh), cfg, device).materialize(), repeats, device)
+    res = compute_credit(batch, cfg, device)
+    diff = _max_diff(res.advantages, loop_fn(inp.token_level_rewards)[0], inp.response_mask)
+    return PipelineRow(
+        name,
+        f"B={batch.batch_size}, T={batch.num_tokens}",
+        time_calls(lambda: est.fn(inp, cfg), repeats, device),
+        credit,
+        views,
+        time_calls(lambda: loop_fn(inp.token_level_rewards), loop_repeats, device, 0),
+        diff,
+        *targets,
+    )
+
+
+def bench_pipeline(gae_bt, grpo_bt, repeats: int, loop_repeats: int, device: torch.device) -> list[PipelineRow]:
+    """GAE (verl, hole skipping, critic values) and GRPO on the synthetic batch (structured rewards placed on the
+    last action token), and GRPO on the same batch given as token scores (no placement to do)."""
+    gae_batch = synthetic_batch(*gae_bt, seed=5, device=device)
+    grpo_batch = synthetic_batch(*grpo_bt, seed=6, device=device)
+    gae_cfg = CreditConfig(profile="verl", estimator="gae")
+    grpo_cfg = CreditConfig(profile="verl", estimator="grpo")
+    scored = grpo_batch.replace(
+        token_scores=compute_credit(grpo_batch, grpo_cfg, device).token_level_scores,
+        turn_rewards=None,
+        turn_mask=None,
+        turn_reward_names=(),
+        global_rewards=None,
+        global_reward_names=(),
+    )
+    m_gae, m_grpo = gae_batch.action_mask, grpo_batch.action_mask
+    return [
+        _pipeline_row(
+            "gae (structured rewards)",
+            gae_batch,
+            gae_cfg,
+            lambda r: gae_loop(r, gae_batch.values, m_gae, gae_cfg.gamma, gae_cfg.lam, skip_holes=True),
+            repeats,
+            loop_repeats,
+            device,
+            (1.5, 10),
+        ),
+        _pipeline_row(
+            "grpo (structured rewards)",
+            grpo_batch,
+            grpo_cfg,
+            lambda r: grpo_loop(r, m_grpo, grpo_batch.group_ids),
+            repeats,
+            loop_repeats,
+            device,
+            (1.5, 50),
+        ),
+        _pipeline_row(
+            "grpo (token scores)",
+            scored,
+            grpo_cfg,
+            lambda r: grpo_loop(r, m_grpo, grpo_batch.group_ids),
+            repeats,
+            loop_repeats,
+            device,
+            (1.5, 50),
+        ),
+    ]
+
+
+def format_pipeline(rows: list[PipelineRow], checked: bool = True) -> str:
+    """Per scheme: estimator alone, compute_credit, + views, loop (medians), the two ratios and the verdict."""
+    header = ("pipeline", "size", "estimator", "credit", "+ views", "loop", "credit ÷ est.", "loop ÷ credit", "max |Δ|")
+    header += ("targets", "")
+    body = []
+    for r in rows:
+        targets = ", ".join(
+            t
+            for t in (
+                r.max_overhead and f"≤ {r.max_overhead:g}×",
+                r.min_speedup and f"≥ {r.min_speedup:g}×",
+            )
+            if t
+        )
+        body.append(
+            (
+                r.name,
+                r.size,
+                *(_fmt_s(t.median) for t in (r.estimator, r.credit, r.with_views, r.loop)),
+                f"{r.overhead:.2f}×",
+                _fmt_x(r.speedup),
+                f"{r.max_diff:.1e}",
+                targets,
+                ("ok" if r.ok else "MISSED") if checked else "",
+            )
+        )
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+
+    def line(cells) -> str:
+        padded = (c.rjust(w) if 2 <= i <= 8 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        return "  ".join(padded).rstrip()
+
+    rule = "  ".join("-" * w for w in widths).rstrip()
+    return "\n".join([line(header), rule, *(line(b) for b in body)])
+
+
 def _fmt_s(s: float | None) -> str:
     if s is None:
         return "—"
+    if s < 0.01:
+        return f"{s * 1e3:.2f} ms"
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
@@ -319,6 +470,15 @@ def run(args: argparse.Namespace) -> None:
     print(f"timing: {mode}{load} on {os.cpu_count()} cores")
     print(f"allocator: {'tuned (engine.perf.tune_allocator)' if getattr(args, 'tuned', False) else 'glibc default'}")
     print(format_table(rows, checked=not args.quick))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the pipeline targets are stated for one thread
+    try:
+        gae_bt, grpo_bt = ((16, 512), (512, 16)) if args.quick else ((256, 8192), (8192, 64))
+        pipeline = bench_pipeline(gae_bt, grpo_bt, repeats, loop_repeats, device)
+    finally:
+        torch.set_num_threads(threads)
+    print(f"\npipeline: one torch thread, a fresh batch per call, medians of {repeats} calls (loops: {loop_repeats})")
+    print(format_pipeline(pipeline, checked=not args.quick))
 
 
 if __name__ == "__main__":

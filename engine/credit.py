@@ -5,21 +5,37 @@ batch ─► (1) token scores: structured turn/global rewards placed on tokens  
       ─► (3) advantages: registered estimator, under an rLLM mode      (``stages.estimate``)
       ─► (4) loss mask, aggregation weights, effective weights         (``stages.weigh_loss``)
       ─► CreditResult (every intermediate, [B, T] or [B])
+
+Stages 1–3 run inside ``compute_credit``: they are what a trainer needs (the advantages). Stage 4 and the KL
+shown beside the rewards (when it is not subtracted) are what a person looks at; a result computes them, all
+together, the first time one of them is read (``CreditResult.VIEWS``), and keeps them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 
 from engine.aggregation import agg_weights
 from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
-from engine.shaping import turn_score
-from engine.stages import estimate, masks_for, place_scores, subtract_kl, weigh_loss
+from engine.registry import EstimatorOutput
+from engine.stages import (
+    Masks,
+    Rewards,
+    TokenScores,
+    estimate,
+    masks_for,
+    place_scores,
+    shown_kl,
+    subtract_kl,
+    weigh_loss,
+)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -29,48 +45,133 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 @dataclass(frozen=True)
+class _Pending:
+    """What a result's views are computed from, until they are (then the result lets go of it)."""
+
+    batch: TrajectoryBatch
+    masks: Masks
+    scores: TokenScores
+    rewards: Rewards
+    out: EstimatorOutput  # advantages and returns only
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def views(self, cfg: CreditConfig) -> dict[str, torch.Tensor]:
+        loss = weigh_loss(self.batch, cfg, self.scores, self.rewards, self.out, self.masks)  # (4)
+        turn_r = self.scores.turn_rewards
+        return {
+            "kl": self.rewards.kl
+            if self.rewards.kl is not None
+            else shown_kl(self.batch, cfg, self.scores, self.masks),
+            "loss_mask": loss.loss_mask,
+            "agg_weights": loss.agg_weights,
+            "effective_weights": loss.effective_weights,
+            "scores": loss.scores,
+            "sample_scores": loss.sample_scores,
+            "group_mean": loss.groups.mean,
+            "group_std": loss.groups.std,
+            "group_size": loss.groups.size,
+            "kept": loss.kept,
+            "verdicts": loss.verdicts,
+            "turn_rewards": turn_r if turn_r is not None else loss.turn_sums[..., 1],
+            "turn_advantage": loss.turn_sums[..., 0],
+            "turn_tokens": loss.turn_sums[..., 2],
+        }
+
+
+def _view(name: str) -> property:
+    return property(lambda self: self.views()[name], doc=f"``{name}`` (a view: see ``CreditResult``).")
+
+
+@dataclass(frozen=True)
 class CreditResult:
     """Everything ``compute_credit`` computed. Token tensors are [B, T], row tensors [B], turn tensors [B, K].
 
-    token_level_scores: rewards placed on tokens, before KL. kl: per-token KL (masked; zeros without log-probs).
-    token_level_rewards: scores − β·kl when in-reward KL is on, else the scores. values: the values GAE used
-    (or None). returns, advantages: the estimator's (under the rLLM mode). loss_mask: tokens that enter the loss.
-    agg_weights: each token's weight in the aggregated loss; effective_weights = agg_weights · advantages.
-    scores: Σ_t token_level_rewards (what outcome estimators see). sample_scores: Σ_t returns · score mask (the
-    dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size: statistics of the scores' groups. kept: rows
-    kept by rejection sampling. verdicts: 0 solve_none / 1 partial / 2 solve_all. turn_*: per-turn summaries.
-    extras: estimator intermediates (TD errors, advantages before whitening, baselines, step returns, …).
-    notes: strings such as the value stand-in used and the placement resolved. metrics: floats (current
-    KL, β after the update, …).
+    Stages 1–3 (fields): token_level_scores: rewards placed on tokens, before KL. token_level_rewards: scores −
+    β·kl when in-reward KL is on, else the scores. values: the values GAE used (or None). returns, advantages: the
+    estimator's (under the rLLM mode). advantage_mask: the mask the estimator saw. extras: estimator
+    intermediates (TD errors, advantages before whitening, baselines, step returns, …). notes: strings such as
+    the value stand-in used and the placement resolved. metrics: floats (current KL, β after the update, …).
+    seconds: the time spent computing so far (stages 1–3, then also the views once they are computed).
+
+    Views (``VIEWS``: computed together on first read, then kept): kl: per-token KL (masked; zeros without
+    log-probs). loss_mask: tokens that enter the loss. agg_weights: each token's weight in the aggregated loss;
+    effective_weights = agg_weights · advantages. scores: Σ_t token_level_rewards (what outcome estimators see).
+    sample_scores: Σ_t returns · score mask (the dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size:
+    statistics of the scores' groups. kept: rows kept by rejection sampling. verdicts: 0 solve_none / 1 partial /
+    2 solve_all. turn_rewards, turn_advantage, turn_tokens: per-turn summaries.
     """
+
+    VIEWS: ClassVar[tuple[str, ...]] = (
+        "kl", "loss_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean", "group_std",
+        "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
+    )  # fmt: skip
 
     config: CreditConfig
     device: str
     seconds: float
     placement: str
     token_level_scores: torch.Tensor
-    kl: torch.Tensor
     token_level_rewards: torch.Tensor
     values: torch.Tensor | None
     returns: torch.Tensor
     advantages: torch.Tensor
     advantage_mask: torch.Tensor
-    loss_mask: torch.Tensor
-    agg_weights: torch.Tensor
-    effective_weights: torch.Tensor
-    scores: torch.Tensor
-    sample_scores: torch.Tensor
-    group_mean: torch.Tensor
-    group_std: torch.Tensor
-    group_size: torch.Tensor
-    kept: torch.Tensor
-    verdicts: torch.Tensor
-    turn_rewards: torch.Tensor
-    turn_advantage: torch.Tensor
-    turn_tokens: torch.Tensor
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    _views: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
+    _pending: _Pending | None = field(default=None, repr=False, compare=False)
+
+    kl = _view("kl")
+    loss_mask = _view("loss_mask")
+    agg_weights = _view("agg_weights")
+    effective_weights = _view("effective_weights")
+    scores = _view("scores")
+    sample_scores = _view("sample_scores")
+    group_mean = _view("group_mean")
+    group_std = _view("group_std")
+    group_size = _view("group_size")
+    kept = _view("kept")
+    verdicts = _view("verdicts")
+    turn_rewards = _view("turn_rewards")
+    turn_advantage = _view("turn_advantage")
+    turn_tokens = _view("turn_tokens")
+
+    def views(self) -> dict[str, torch.Tensor]:
+        """Every view by name, computed (once, thread-safely) the first time any is asked for."""
+        if self._views is not None:
+            return self._views
+        pending = self._pending
+        with pending.lock:
+            if self._views is None:
+                start = time.perf_counter()
+                views = pending.views(self.config)
+                if views["loss_mask"].device.type == "cuda":
+                    torch.cuda.synchronize()
+                object.__setattr__(self, "seconds", self.seconds + time.perf_counter() - start)
+                object.__setattr__(self, "_views", views)
+                object.__setattr__(self, "_pending", None)  # the batch and the stages are no longer needed
+        return self._views
+
+    def materialize(self) -> CreditResult:
+        """Compute the views now (a program that keeps the result, or measures what it holds); returns self."""
+        self.views()
+        return self
+
+    def quantities(self) -> dict[str, Any]:
+        """Every field and view by name (views computed), ``extras`` included as one dict."""
+        own = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if not f.name.startswith("_")}
+        return own | self.views()
+
+    def replace(self, **changes) -> CreditResult:
+        """A copy with ``changes`` to fields or views (the other views as computed here)."""
+        views = dict(self.views())
+        fields = {f.name for f in dataclasses.fields(self)}
+        for name in [n for n in changes if n in self.VIEWS]:
+            views[name] = changes.pop(name)
+        if unknown := set(changes) - fields:
+            raise TypeError(f"CreditResult.replace: unknown names {sorted(unknown)}")
+        return dataclasses.replace(self, **changes, _views=views, _pending=None)
 
     def token_quantities(self) -> dict[str, torch.Tensor]:
         """The [B, T] quantities a token view can colour by, by display name."""
@@ -90,7 +191,8 @@ class CreditResult:
 def compute_credit(
     batch: TrajectoryBatch, cfg: CreditConfig | None = None, device=None, token_extras: bool = True
 ) -> CreditResult:
-    """Run the whole credit pipeline of ``cfg`` on ``batch``: the four stages of ``engine.stages``, in order.
+    """Run the credit pipeline of ``cfg`` on ``batch``: stages 1–3 of ``engine.stages`` now (the advantages),
+    stage 4 (loss mask, weights, summaries) the first time the result is asked for one of them.
 
     ``token_extras=False`` leaves the estimator's [B, T] intermediates (GAE's TD errors and raw advantages, …)
     out of ``extras``, dropped as soon as the estimator returns: for programs that keep results of big batches
@@ -108,17 +210,13 @@ def compute_credit(
     rewards = subtract_kl(batch, cfg, scores, masks)  # (2)
     out = estimate(batch, cfg, scores, rewards, masks)  # (3)
     values = out.extras.get("values", batch.values)  # the values GAE used (critic or stand-in)
+    extras = out.extras
     if not token_extras:  # dropped as soon as the estimator returns
-        shape = rewards.rewards.shape
-        out = dataclasses.replace(out, extras={k: v for k, v in out.extras.items() if v.shape != shape})
-    loss = weigh_loss(batch, cfg, scores, rewards, out, masks)  # (4)
-
-    extras = dict(out.extras)
+        extras = {k: v for k, v in extras.items() if v.shape != rewards.rewards.shape}
+    extras = dict(extras)
     if scores.global_reward is not None:
         extras["global_reward"] = scores.global_reward
-    extras["turn_score"] = turn_score(
-        scores.turn_rewards, scores.turn_mask, cfg.turn_score_reduce, batch.batch_size, rewards.rewards
-    )
+    extras["turn_score"] = scores.turn_score
     if dev.type == "cuda":
         torch.cuda.synchronize()
     return CreditResult(
@@ -127,28 +225,15 @@ def compute_credit(
         seconds=time.perf_counter() - start,
         placement=scores.placement,
         token_level_scores=scores.scores,
-        kl=rewards.kl,
         token_level_rewards=rewards.rewards,
         values=values,
         returns=out.returns,
         advantages=out.advantages,
         advantage_mask=masks.advantage,
-        loss_mask=loss.loss_mask,
-        agg_weights=loss.agg_weights,
-        effective_weights=loss.effective_weights,
-        scores=loss.scores,
-        sample_scores=loss.sample_scores,
-        group_mean=loss.groups.mean,
-        group_std=loss.groups.std,
-        group_size=loss.groups.size,
-        kept=loss.kept,
-        verdicts=loss.verdicts,
-        turn_rewards=scores.turn_rewards if scores.turn_rewards is not None else loss.turn_sums[..., 1],
-        turn_advantage=loss.turn_sums[..., 0],
-        turn_tokens=loss.turn_sums[..., 2],
         extras=extras,
         notes=dict(out.notes) | {"placement": scores.placement, "profile": cfg.profile},
         metrics=rewards.metrics,
+        _pending=_Pending(batch, masks, scores, rewards, EstimatorOutput(out.advantages, out.returns)),
     )
 
 
@@ -166,4 +251,4 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
         sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
     )
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
-    return dataclasses.replace(res, config=cfg, agg_weights=w, effective_weights=effective)
+    return res.replace(config=cfg, agg_weights=w, effective_weights=effective)

@@ -17,27 +17,33 @@ from engine.masked import masked_mean
 KL_NAMES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 
 
-def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True) -> torch.Tensor:
-    """Per-token KL estimate, same shape as the inputs."""
+def check_kl_penalty(kind: str, allow_plus: bool = True) -> None:
+    """Raise what ``kl_penalty`` raises for ``kind`` (verl's NotImplementedError), without computing anything."""
     if kind.endswith("+"):
         if not allow_plus:
             raise NotImplementedError(f"kl_penalty {kind!r}: '+' variants are not supported by this profile")
-        d = logprob - ref_logprob
+        return check_kl_penalty(kind[:-1])
+    if kind == "full":
+        raise NotImplementedError("kl_penalty 'full' needs full-vocabulary log-probs (verl raises too)")
+    if kind not in KL_NAMES:
+        raise NotImplementedError(f"unknown kl_penalty {kind!r}; choose from {list(KL_NAMES)} or their '+' variants")
+
+
+def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True) -> torch.Tensor:
+    """Per-token KL estimate, same shape as the inputs."""
+    check_kl_penalty(kind, allow_plus)
+    d = logprob - ref_logprob
+    if kind.endswith("+"):  # the value of the estimator, the gradient of k2
         k2 = 0.5 * d.square()
         return k2 - k2.detach() + kl_penalty(logprob, ref_logprob, kind[:-1]).detach()
-    d = logprob - ref_logprob
     if kind in ("kl", "k1"):
         return d
     if kind == "abs":
         return d.abs()
     if kind in ("mse", "k2"):
         return 0.5 * d.square()
-    if kind in ("low_var_kl", "k3"):
-        x = torch.clamp(-d, min=-20, max=20)
-        return torch.clamp(torch.exp(x) - x - 1, min=-10, max=10)
-    if kind == "full":
-        raise NotImplementedError("kl_penalty 'full' needs full-vocabulary log-probs (verl raises too)")
-    raise NotImplementedError(f"unknown kl_penalty {kind!r}; choose from {list(KL_NAMES)} or their '+' variants")
+    x = torch.clamp(-d, min=-20, max=20)  # low_var_kl, k3
+    return torch.clamp(torch.exp(x) - x - 1, min=-10, max=10)
 
 
 @dataclass(frozen=True)

@@ -79,10 +79,10 @@ class Compaction:
         m = mask.bool()
         self.mask = mask
         self.count = m.sum(-1, keepdim=True)  # (B, 1) valid tokens per row
-        before = torch.cumsum(m, dim=-1) - m.long()  # (B, T) valid tokens strictly before t
-        self.dest = torch.where(m, before, torch.full_like(before, T))  # invalid → a spare column
+        before = torch.cumsum(m, dim=-1).sub_(m.to(torch.uint8))  # (B, T) valid tokens strictly before t
+        self.dest = before.masked_fill(~m, T)  # invalid → a spare column
         self.has_next = before < self.count  # a valid token exists at or after t
-        self.next_idx = before.clamp(max=T - 1)  # compacted index of the first valid token ≥ t
+        self.next_idx = before.clamp_(max=T - 1)  # compacted index of the first valid token ≥ t (in place)
         self.valid = torch.arange(T, device=mask.device) < self.count  # (B, T) in the compacted layout
 
     def compact(self, x: torch.Tensor, fill: float = 0.0) -> torch.Tensor:

@@ -109,8 +109,10 @@ def place_rewards(
     global_r: torch.Tensor | None,
     mask: torch.Tensor,
     turn_score_reduce: str,
+    score: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Token-level scores [B, T] from turn and global rewards under ``placement`` (module docstring)."""
+    """Token-level scores [B, T] from turn and global rewards under ``placement`` (module docstring). ``score``:
+    the rows' ``turn_score`` when the caller has it already."""
     if placement == "as_given":
         return batch.token_scores.clone()
     B, T = mask.shape
@@ -118,7 +120,9 @@ def place_rewards(
     g = global_r if global_r is not None else torch.zeros(B, dtype=mask.dtype, device=mask.device)
     last, has, n_valid = batch.row_extent(mask)
     if placement in ("final_token_only", "uniform"):
-        total = turn_score(turn_r, turn_mask, turn_score_reduce, B, mask) + g
+        if score is None:
+            score = turn_score(turn_r, turn_mask, turn_score_reduce, B, mask)
+        total = score + g
         if placement == "final_token_only":
             return out.scatter_(1, last[:, None], (total * has)[:, None])
         return total[:, None] * mask / n_valid.clamp(min=1)[:, None]

@@ -22,13 +22,14 @@ from engine.aggregation import agg_weights
 from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.groups import GroupStats, group_stats
-from engine.kl import apply_kl_penalty, kl_penalty
+from engine.kl import apply_kl_penalty, check_kl_penalty, kl_penalty
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
 from engine.scan import by_row_blocks
 from engine.shaping import (
     place_rewards,
     resolve_placement,
+    turn_score,
     weighted_global_reward,
     weighted_turn_rewards,
 )
@@ -56,13 +57,15 @@ def masks_for(batch: TrajectoryBatch, cfg: CreditConfig) -> Masks:
 class TokenScores:
     """placement: the placement used (``auto`` resolved). scores [B, T]: the token-level scores.
     turn_rewards, turn_mask [B, K]: weighted per-turn rewards and which turns exist (None without turn
-    components). global_reward [B]: the weighted global reward G (None without global rewards or token scores)."""
+    components). global_reward [B]: the weighted global reward G (None without global rewards or token scores).
+    turn_score [B]: the turn rewards' mean or sum (``cfg.turn_score_reduce``; 0 without turns)."""
 
     placement: str
     scores: torch.Tensor
     turn_rewards: torch.Tensor | None
     turn_mask: torch.Tensor | None
     global_reward: torch.Tensor | None
+    turn_score: torch.Tensor
 
 
 def place_scores(batch: TrajectoryBatch, cfg: CreditConfig, masks: Masks) -> TokenScores:
@@ -71,19 +74,20 @@ def place_scores(batch: TrajectoryBatch, cfg: CreditConfig, masks: Masks) -> Tok
     turn_r, turn_mask = weighted_turn_rewards(batch, cfg)
     global_r = weighted_global_reward(batch, cfg)
     placement = resolve_placement(batch, cfg)
-    scores = place_rewards(batch, placement, turn_r, turn_mask, global_r, masks.state, cfg.turn_score_reduce)
-    return TokenScores(placement, scores, turn_r, turn_mask, global_r)
+    score = turn_score(turn_r, turn_mask, cfg.turn_score_reduce, batch.batch_size, masks.state)
+    scores = place_rewards(batch, placement, turn_r, turn_mask, global_r, masks.state, cfg.turn_score_reduce, score)
+    return TokenScores(placement, scores, turn_r, turn_mask, global_r, score)
 
 
 # ------------------------------------------------------------------------------------------------ (2) in-reward KL
 @dataclass(frozen=True)
 class Rewards:
     """rewards [B, T]: what the estimator is given (the scores themselves without in-reward KL). kl [B, T]: the
-    per-token KL on the state mask (shown even when it is not subtracted; zeros without log-probs). metrics:
-    current KL, β used and β after the controller's update (in-reward KL only)."""
+    per-token KL subtracted, on the state mask (None when it is not subtracted: ``shown_kl`` computes it for
+    display). metrics: current KL, β used and β after the controller's update (in-reward KL only)."""
 
     rewards: torch.Tensor
-    kl: torch.Tensor
+    kl: torch.Tensor | None
     metrics: dict[str, float]
 
 
@@ -100,25 +104,23 @@ def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, 
         metrics = {"kl": pen.current_kl, "kl_coef": pen.beta, "kl_coef_next": pen.beta_next}
         return Rewards(pen.token_level_rewards, pen.kl, metrics)
     if has_lp:
-        kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants).detach()
-        kl = kl * masks.state
-    else:
-        kl = torch.zeros_like(scores.scores)
-    return Rewards(scores.scores, kl, {})
+        check_kl_penalty(cfg.kl_penalty, cfg.kl_plus_variants)  # a scheme that cannot be shown fails here, not later
+    return Rewards(scores.scores, None, {})
+
+
+def shown_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, masks: Masks) -> torch.Tensor:
+    """The per-token KL that stage 2 would subtract, on the state mask, for display when it is not subtracted
+    (zeros without log-probs). [B, T]."""
+    if batch.old_log_probs is None or batch.ref_log_probs is None:
+        return torch.zeros_like(scores.scores)
+    kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants).detach()
+    return kl * masks.state
 
 
 # ------------------------------------------------------------------------------------------------ (3) advantages
-def estimate(
-    batch: TrajectoryBatch,
-    cfg: CreditConfig,
-    scores: TokenScores,
-    rewards: Rewards,
-    masks: Masks,
-) -> EstimatorOutput:
-    """Stage 3: the registered estimator ``cfg.estimator`` on the rewards, under ``cfg.stepwise_mode``
-    (trajectory: the estimator itself; broadcast / per_step: ``engine.rllm``)."""
-    est = get_estimator(cfg.estimator)
-    inp = EstimatorInput(
+def estimator_input(batch: TrajectoryBatch, scores: TokenScores, rewards: Rewards, masks: Masks) -> EstimatorInput:
+    """What stage 3 hands the estimator: the rewards on the advantage mask, and the batch fields it may read."""
+    return EstimatorInput(
         token_level_rewards=rewards.rewards,
         response_mask=masks.advantage,
         group_ids=batch.group_ids,
@@ -135,6 +137,19 @@ def estimate(
         sum_pi_squared=batch.sum_pi_squared,
         rollout_is_weights=batch.rollout_is_weights,
     )
+
+
+def estimate(
+    batch: TrajectoryBatch,
+    cfg: CreditConfig,
+    scores: TokenScores,
+    rewards: Rewards,
+    masks: Masks,
+) -> EstimatorOutput:
+    """Stage 3: the registered estimator ``cfg.estimator`` on the rewards, under ``cfg.stepwise_mode``
+    (trajectory: the estimator itself; broadcast / per_step: ``engine.rllm``)."""
+    est = get_estimator(cfg.estimator)
+    inp = estimator_input(batch, scores, rewards, masks)
     if cfg.stepwise_mode == "broadcast":
         return run_broadcast(est, inp, cfg)
     if cfg.stepwise_mode == "per_step":

@@ -598,7 +598,7 @@ def worker(conn, mem_gb: float, work: str) -> None:
             try:
                 run = res.run
                 if run.trajectories:
-                    compute_credit(run.to_batch(), CreditConfig(estimator="grpo"))
+                    compute_credit(run.to_batch(), CreditConfig(estimator="grpo")).materialize()
                 with tempfile.TemporaryDirectory(dir=work) as tmp:
                     for out in (Path(tmp) / "out.jsonl", Path(tmp) / "out.parquet"):
                         save_run(run, out)

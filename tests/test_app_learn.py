@@ -151,3 +151,29 @@ def test_learn_page_your_run_under_other_schemes(run: str, scheme: str) -> None:
     if scheme == "grpo":  # GRPO's returns are its advantages: the score is tokens × A, and the page says so
         assert "returns are its advantages" in text
     assert not re.search(r"\bnan\b", text.lower())
+
+
+def test_learn_page_shows_the_pipeline_code_from_the_engine() -> None:
+    from dashboard import teach
+    from engine import stages
+
+    at = new_app({"run": "python_tool_two_rollouts", "page": "learn"})
+    at.run()
+    at.switch_page(PAGES["learn"]).run()
+    no_errors(at, "learn pipeline code")
+    code = [c.value for c in at.code]
+    for name in ("compute_credit", "place_scores", "subtract_kl", "estimate", "weigh_loss"):
+        assert any(c.startswith(f"def {name}(") for c in code), name
+    assert inspect_source(stages.weigh_loss).rstrip() in [c.rstrip() for c in code]  # the source the engine runs
+    assert [p.title for p in teach.pipeline_code()][1:] == [
+        "(1) place_scores: rewards onto tokens",
+        "(2) subtract_kl: the in-reward KL",
+        "(3) estimate: the advantage estimator",
+        "(4) weigh_loss: what the loss does with the advantages",
+    ]
+
+
+def inspect_source(fn) -> str:
+    import inspect
+
+    return inspect.getsource(fn)

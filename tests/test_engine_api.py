@@ -439,6 +439,8 @@ def test_bench_quick_smoke(capsys):
         assert row in out
     for est in ESTIMATORS:
         assert f"compute_credit[{est}]" in out
+    for row in ("gae (structured rewards)", "grpo (structured rewards)", "grpo (token scores)"):
+        assert row in out.split("pipeline: one torch thread")[1]
 
 
 def test_describe_score_names_the_reduction() -> None:

@@ -69,7 +69,8 @@ def test_stage_2_without_in_reward_kl_passes_the_scores_through() -> None:
     m = S.masks_for(b, cfg)
     scores = S.place_scores(b, cfg, m)
     rewards = S.subtract_kl(b, cfg, scores, m)
-    assert rewards.rewards is scores.scores and not rewards.kl.any() and rewards.metrics == {}
+    assert rewards.rewards is scores.scores and rewards.kl is None and rewards.metrics == {}
+    assert not S.shown_kl(b, cfg, scores, m).any()  # no log-probs: zeros to show
 
 
 def test_stage_3_runs_the_estimator_on_the_advantage_mask() -> None:
@@ -147,3 +148,44 @@ def test_batch_keeps_its_turn_segments_and_row_extents() -> None:
     assert last.tolist() == [0, 0] and has.tolist() == [True, False] and n.tolist() == [1.0, 0.0]
     fresh = dataclasses.replace(b)  # a new batch computes its own
     assert "turn_segments" not in fresh.__dict__ and fresh.turn_segments.turns == 2
+
+
+# ------------------------------------------------------------------------------------------------ views (stage 4)
+def test_views_are_computed_on_first_read_all_together_and_kept() -> None:
+    b = synthetic_batch(16, 32, group_size=4)
+    res = compute_credit(b, CreditConfig(estimator="grpo"), device="cpu")
+    assert res._views is None and res._pending is not None  # stages 1-3 only
+    seconds = res.seconds
+    w = res.agg_weights
+    assert res._pending is None and set(res._views) == set(res.VIEWS)  # every view at once; the inputs let go
+    assert res.agg_weights is w and res.views() is res.views() and res.seconds > seconds
+    assert res.materialize() is res
+    q = res.quantities()
+    assert set(res.VIEWS) <= set(q) and "advantages" in q and not any(k.startswith("_") for k in q)
+
+
+def test_views_read_by_several_threads_are_computed_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    res = compute_credit(synthetic_batch(64, 64, group_size=8), CreditConfig(estimator="gae"), device="cpu")
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: res.effective_weights, range(8)))
+    assert all(g is got[0] for g in got)
+
+
+def test_replace_changes_fields_and_views_and_refuses_unknown_names() -> None:
+    res = compute_credit(tiny(), CreditConfig(estimator="grpo"), device="cpu")
+    zero = torch.zeros_like(res.agg_weights)
+    other = res.replace(agg_weights=zero, placement="x")
+    assert other.agg_weights is zero and other.placement == "x" and other.advantages is res.advantages
+    assert other.kl is res.kl and res.agg_weights is not zero
+    with pytest.raises(TypeError, match="unknown names"):
+        res.replace(no_such_thing=1)
+
+
+def test_a_scheme_that_cannot_be_shown_fails_in_compute_credit_not_later() -> None:
+    b = tiny(old_log_probs=torch.zeros(2, 4), ref_log_probs=torch.zeros(2, 4))
+    with pytest.raises(NotImplementedError, match="full"):
+        compute_credit(b, CreditConfig(estimator="grpo", kl_penalty="full"), device="cpu")
+    with pytest.raises(NotImplementedError, match="'\\+' variants"):
+        compute_credit(b, CreditConfig(profile="verl-legacy", estimator="grpo", kl_penalty="k1+"), device="cpu")

@@ -3,7 +3,8 @@
 (a) A write-up of KG-R1's structured multi-turn reward pipeline: its literal reward dict on a tiny trajectory,
 every step run by the engine (``dashboard.teach``), then the sidebar's trajectory under the sidebar's scheme.
 (b) Notes on rLLM's training flow, its three advantage modes: their table beside the engine's numbers on
-python_tool_two_rollouts."""
+python_tool_two_rollouts.
+(c) ``compute_credit`` and its four stages, each with the engine's own source (``teach.pipeline_code``)."""
 
 import numpy as np
 import streamlit as st
@@ -53,7 +54,13 @@ def step(n: int, title: str) -> None:
     st.markdown(f"### Step {n} · {title}")
 
 
-tab_a, tab_b = st.tabs(["(a) KG-R1 structured rewards worked example", "(b) rLLM three advantage modes worked example"])
+tab_a, tab_b, tab_c = st.tabs(
+    [
+        "(a) KG-R1 structured rewards worked example",
+        "(b) rLLM three advantage modes worked example",
+        "(c) The pipeline's code",
+    ]
+)
 
 # ------------------------------------------------------------------------------------------------ (a)
 with tab_a:
@@ -475,3 +482,20 @@ with tab_b:
                 for k, a in zip(mine["step"], mine.get("A · per-step", []), strict=True)
             }
             tokens(services.token_table(h2, results[last].config, j), "advantage", vmax=vmax, labels=labels)
+
+# ------------------------------------------------------------------------------------------------ (c)
+with tab_c:
+    st.markdown(
+        "## compute_credit, stage by stage\n"
+        "Every number on these pages comes from one call, `compute_credit(batch, config)`, which runs four "
+        "stages in order. Each stage is a short function of the engine; its code is below, as the engine runs it."
+    )
+    st.code(
+        "batch ─► (1) place_scores ─► (2) subtract_kl ─► (3) estimate ─► (4) weigh_loss ─► CreditResult",
+        language=None,
+    )
+    for part in teach.pipeline_code():
+        st.markdown(f"### {part.title}")  # the engine's own docstrings (reST ``code`` shown as Markdown `code`)
+        st.markdown(part.summary.replace("``", "`"))
+        with st.expander("Show the code", expanded=False):
+            st.code(part.source, language="python")

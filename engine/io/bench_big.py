@@ -111,7 +111,7 @@ def measure(path: Path) -> dict:
     results = []
     for name, cfg in (("compute (gae)", DEFAULT_SCHEME), ("compute (grpo)", SECOND_SCHEME)):
         t0 = time.perf_counter()
-        results.append(compute_credit(batch, cfg, token_extras=False))  # what the dashboard keeps
+        results.append(compute_credit(batch, cfg, token_extras=False).materialize())  # what the dashboard keeps
         stage(name, time.perf_counter() - t0, f"result {own_bytes(results[-1], (batch,)) / 2**20:,.0f} MiB")
     return {"trajectories": len(run), "tokens": n_tokens, "shape": list(batch.token_ids.shape), "stages": stages}
 
@@ -121,6 +121,8 @@ def own_bytes(obj, others: tuple) -> int:
     that ``others`` already hold."""
 
     def tensors(o) -> list[torch.Tensor]:
+        if hasattr(o, "quantities"):  # a CreditResult: its fields and its views
+            o = o.quantities()
         values = o.values() if isinstance(o, dict) else [getattr(o, f.name) for f in dataclasses.fields(o)]
         out = []
         for v in values:
