@@ -22,12 +22,16 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     return masked_sum(x, mask, dim) / (n + 1e-8)
 
 
-def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> torch.Tensor:
-    """Variance over every masked element of the whole tensor; ×n/(n−1) when unbiased.
+def masked_var(
+    x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True, mean: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Variance over every masked element of the whole tensor; ×n/(n−1) when unbiased. ``mean``: the caller's
+    ``masked_mean(x, mask)`` when it has it (the same number; a [B, T] pass fewer).
 
     Raises ``ValueError`` when Σmask is 0, or 1 with ``unbiased`` (verl raises in both cases).
     """
-    mean = masked_mean(x, mask)
+    if mean is None:
+        mean = masked_mean(x, mask)
     centred = x - mean
     var = masked_mean(centred.mul_(centred), mask)  # squared in place: one [B, T] temporary fewer
     n = mask.sum()
@@ -46,6 +50,6 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) 
     Applied to every position, masked ones included: callers that need zeros there multiply by the mask.
     """
     mean = masked_mean(x, mask)
-    var = masked_var(x, mask)
+    var = masked_var(x, mask, mean=mean)
     whitened = (x - mean) * torch.rsqrt(var + 1e-8)
     return whitened if shift_mean else whitened + mean

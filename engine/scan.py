@@ -122,11 +122,11 @@ def next_hole_distance(mask: torch.Tensor) -> torch.Tensor:
 class TurnSegments:
     """The runs of equal turn id along each row of ``turn_ids`` [B, T], for per-turn sums without a [B, T] index.
 
-    Slot of a token = its turn id k when 0 ≤ k < K, else K (padding, or a turn beyond the K that exist); the
-    token's key is row·(K+1) + slot. ``keys`` [S] and ``lengths`` [S] are the runs of equal keys over the
-    flattened rows (a row's turns are contiguous, so S ≈ B·(K+1)). A sum over a run adds its tokens in order,
-    exactly as a scatter-add into zeros does; a turn split into several runs (turn ids going backwards) adds its
-    runs' sums in order."""
+    Slot of a token = 1 + its turn id clamped to −1..K: 0 for padding, 1..K for the turns 0..K−1 that exist,
+    K+1 for a turn beyond them; its key is row·(K+2) + slot. ``keys`` [S] and ``lengths`` [S] are the runs of
+    equal keys over the flattened rows (a row's turns are contiguous, so S ≈ B·(K+1)). A sum over a run adds its
+    tokens in order, exactly as a scatter-add into zeros does; a turn split into several runs (turn ids going
+    backwards) adds its runs' sums in order."""
 
     keys: torch.Tensor
     lengths: torch.Tensor
@@ -138,10 +138,9 @@ class TurnSegments:
         B = turn_ids.shape[0]
 
         def runs(ids: torch.Tensor, first_row: int) -> tuple[torch.Tensor, torch.Tensor]:
-            rows = torch.arange(first_row, first_row + ids.shape[0], device=ids.device)
-            slot = ids.long().clamp(min=-1, max=K).remainder_(K + 1)  # −1 and ≥ K → K
-            keys, lengths = torch.unique_consecutive((slot + rows[:, None] * (K + 1)).flatten(), return_counts=True)
-            return keys, lengths
+            offsets = torch.arange(first_row, first_row + ids.shape[0], device=ids.device) * (K + 2) + 1
+            keys = ids.to(torch.long, copy=True).clamp_(min=-1, max=K).add_(offsets[:, None])  # row·(K+2) + slot
+            return torch.unique_consecutive(keys.flatten(), return_counts=True)
 
         step = max(ROW_BLOCK, 2**22 // max(turn_ids.shape[1], 1))  # bounded [rows, T] int64 temporaries
         parts = [runs(turn_ids[i : i + step], i) for i in range(0, B, step)]
@@ -152,6 +151,6 @@ class TurnSegments:
         out = []
         for x in xs:
             run = torch.segment_reduce(x.reshape(-1), "sum", lengths=self.lengths)
-            per_slot = torch.zeros(self.rows * (self.turns + 1), dtype=x.dtype, device=x.device)
-            out.append(per_slot.index_add_(0, self.keys, run).view(self.rows, self.turns + 1)[:, : self.turns])
+            per_slot = torch.zeros(self.rows * (self.turns + 2), dtype=x.dtype, device=x.device)
+            out.append(per_slot.index_add_(0, self.keys, run).view(self.rows, self.turns + 2)[:, 1 : self.turns + 1])
         return torch.stack(out, dim=-1)

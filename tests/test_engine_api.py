@@ -350,7 +350,8 @@ def test_compute_credit_does_not_mutate_its_inputs():
     b = synthetic_batch(8, 48, turns=3, group_size=4, seed=5)
     before = {f.name: getattr(b, f.name).clone() for f in dataclasses.fields(b) if torch.is_tensor(getattr(b, f.name))}
     for est in ("gae", "reinforce_plus_plus", "grpo_multiturn"):
-        compute_credit(b, CreditConfig(profile="verl", estimator=est, use_kl_in_reward=True))
+        # the views too: what the batch derives for them (turn runs, row extents) must not touch its tensors
+        compute_credit(b, CreditConfig(profile="verl", estimator=est, use_kl_in_reward=True)).materialize()
     for name, t in before.items():
         assert torch.equal(getattr(b, name), t), name
 
