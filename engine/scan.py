@@ -81,8 +81,9 @@ class Compaction:
         self.count = m.sum(-1, keepdim=True)  # (B, 1) valid tokens per row
         before = torch.cumsum(m, dim=-1).sub_(m.to(torch.uint8))  # (B, T) valid tokens strictly before t
         self.dest = before.masked_fill(~m, T)  # invalid → a spare column
-        self.has_next = before < self.count  # a valid token exists at or after t
-        self.next_idx = before.clamp_(max=T - 1)  # compacted index of the first valid token ≥ t (in place)
+        # compacted index of the first valid token ≥ t; = count (one past the last) after the last valid token.
+        # before[t] ≤ t ≤ T − 1, so it always indexes the row.
+        self.next_idx = before
         self.valid = torch.arange(T, device=mask.device) < self.count  # (B, T) in the compacted layout
 
     def compact(self, x: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
@@ -94,8 +95,8 @@ class Compaction:
     def expand_next_valid(self, y: torch.Tensor) -> torch.Tensor:
         """Back to the row layout; a hole gets the value of the next valid token, the tail after the last valid
         token gets 0. (B, T)."""
-        out = torch.gather(y, 1, self.next_idx)
-        return torch.where(self.has_next, out, 0.0)
+        y0 = torch.nn.functional.pad(y, (0, 1)).scatter_(1, self.count, 0.0)  # (B, T+1): 0 one past the last valid
+        return torch.gather(y0, 1, self.next_idx)
 
 
 def compact(x: torch.Tensor, mask: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
