@@ -56,12 +56,12 @@ class _Pending:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def views(self, cfg: CreditConfig) -> dict[str, torch.Tensor]:
+        # the shown KL first: its [B, T] temporary is gone before stage 4 allocates (a big run's peak)
+        kl = self.rewards.kl if self.rewards.kl is not None else shown_kl(self.batch, cfg, self.scores, self.masks)
         loss = weigh_loss(self.batch, cfg, self.scores, self.rewards, self.out, self.masks)  # (4)
         turn_r = self.scores.turn_rewards
         return {
-            "kl": self.rewards.kl
-            if self.rewards.kl is not None
-            else shown_kl(self.batch, cfg, self.scores, self.masks),
+            "kl": kl,
             "loss_mask": loss.loss_mask,
             "agg_weights": loss.agg_weights,
             "effective_weights": loss.effective_weights,

@@ -114,7 +114,7 @@ def shown_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, mas
     if batch.old_log_probs is None or batch.ref_log_probs is None:
         return torch.zeros_like(scores.scores)
     kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants).detach()
-    return kl * masks.state
+    return kl.mul_(masks.state)  # kl_penalty returns a new tensor: masked in place, no second [B, T]
 
 
 # ------------------------------------------------------------------------------------------------ (3) advantages
