@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashboard.tokens_html import escape
+from engine import get_estimator
 
 GLOSSARY_PATH = Path(__file__).resolve().parent.parent / "docs" / "GLOSSARY.md"
 
@@ -241,15 +242,13 @@ def holds_text(info) -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ estimator labels
-# Estimators that read the "Divide by group std" toggle: their registry label names the std-on estimator
-STD_ESTIMATORS = ("grpo", "grpo_vectorized", "grpo_passk", "grpo_multiturn", "grpo_uniform", "gdpo")
 VALUE_SOURCE_WORDS = {"zeros": "zero values", "group_mean": "group-mean values"}
 
 
 def estimator_label(name: str, label: str, norm_by_std: bool = True, info=None, value_source: str | None = None) -> str:
     """The estimator's name as the scheme makes it: GRPO with the std toggle on, Dr.GRPO-style without; GAE
     without a critic names its stand-in values, with synthesized values says so. ``label`` is the registry's."""
-    if name in STD_ESTIMATORS and not norm_by_std:
+    if get_estimator(name).std_normalised and not norm_by_std:  # the registry label names the std-on estimator
         return "Dr.GRPO (GRPO without ÷ std)" if name == "grpo" else f"{label}, without ÷ std (Dr.GRPO-style)"
     if name == "gae" and info is not None:
         if not info.has_values:

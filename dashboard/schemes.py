@@ -125,17 +125,6 @@ def label(code: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ words
-ESTIMATOR_WORDS = {
-    "gae": "GAE",
-    "grpo": "GRPO",
-    "grpo_vectorized": "GRPO (vectorized)",
-    "rloo": "RLOO",
-    "rloo_vectorized": "RLOO (vectorized)",
-    "reinforce_plus_plus": "REINFORCE++",
-    "reinforce_plus_plus_baseline": "REINFORCE++ baseline",
-    "grpo_multiturn": "KG-R1 multi-turn GRPO",
-    "grpo_uniform": "KG-R1 uniform GRPO",
-}
 PROFILE_WORDS = {
     "verl": "verl profile",
     "verl-legacy": "legacy verl profile",
@@ -152,17 +141,24 @@ VALUE_WORDS = {
     "zeros": "values = zeros, no critic",
     "group_mean": "values = group mean, no critic",
 }
-_VALUE_ESTIMATORS = ("gae",)
+
+
+def uses_values(estimator: str) -> bool:
+    """The estimator reads critic values (or their stand-in, ``value_source``): the registry's ``requires``."""
+    from engine import get_estimator
+
+    return "values" in get_estimator(estimator).requires
 
 
 def estimator_words(cfg: CreditConfig) -> str:
     """The estimator in words, with what a value-based one really used: "GAE (critic)", "GAE (values = zeros, no
     critic)"."""
-    from engine.registry import ESTIMATORS
+    from engine import get_estimator
 
     est = cfg.estimator
-    name = ESTIMATOR_WORDS.get(est) or ESTIMATORS[est].label
-    if est in _VALUE_ESTIMATORS or "values" in ESTIMATORS[est].requires:
+    spec = get_estimator(est)
+    name = spec.short
+    if "values" in spec.requires:
         name += f" ({VALUE_WORDS.get(cfg.value_source, cfg.value_source)})"
     return name
 
@@ -256,7 +252,7 @@ def differences(a: CreditConfig, b: CreditConfig) -> str:
     if a == b:
         return "same scheme"
     parts = []
-    if a.estimator != b.estimator or (a.estimator in _VALUE_ESTIMATORS and a.value_source != b.value_source):
+    if a.estimator != b.estimator or (uses_values(a.estimator) and a.value_source != b.value_source):
         parts.append(f"estimator: {estimator_words(a)} → {estimator_words(b)}")
     for field, name in FIELD_WORDS.items():
         if field == "estimator":

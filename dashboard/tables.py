@@ -227,14 +227,18 @@ class RunInfo:
         return self.info_tokens / self.tokens if self.tokens else 0.0
 
     def provides(self, requirement: str) -> bool:
-        """Whether the run has what an estimator lists in ``requires`` (values can be stood in for)."""
-        return {
+        """Whether the run has what an estimator lists in ``requires`` (``engine.registry.NEEDS``; values can be
+        stood in for). An unknown name raises: the registry refuses it, so it is a bug here."""
+        has = {
             "values": True,
             "turn_rewards": self.has_turn_rewards,
             "global_rewards": self.has_global_rewards or self.has_turn_rewards,
             "reward_baselines": self.has_baselines,
             "old_log_probs": self.has_log_probs,
-        }.get(requirement, True)
+        }
+        if requirement not in has:
+            raise KeyError(f"RunInfo.provides: no rule for the requirement {requirement!r}")
+        return has[requirement]
 
 
 def run_info(run, batch: TrajectoryBatch) -> RunInfo:

@@ -8,7 +8,7 @@ Registering a name twice or asking for an unknown name raises ``ValueError`` (as
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -44,6 +44,16 @@ class EstimatorInput:
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
 
+    def select(self, rows: torch.Tensor, **changes) -> EstimatorInput:
+        """A virtual batch: rows ``rows`` of every tensor field (each is [B, …]), with ``changes`` as given."""
+        picked = {
+            f.name: v[rows] if isinstance(v, torch.Tensor) else v
+            for f in fields(self)
+            if f.name not in changes
+            for v in [getattr(self, f.name)]
+        }
+        return EstimatorInput(**picked, **changes)
+
 
 @dataclass(frozen=True)
 class EstimatorOutput:
@@ -58,33 +68,96 @@ class EstimatorOutput:
 
 EstimatorFn = Callable[[EstimatorInput, "object"], EstimatorOutput]
 
+# What an estimator may need beyond rewards, masks and groups, and where a batch has it: every ``requires`` name is
+# one of these (registration refuses others), and this is the only place that says what each one means.
+NEEDS: dict[str, str] = {
+    "values": "critic values (GAE; value_source can stand in for a missing critic)",
+    "turn_rewards": "per-turn reward components (structured rewards)",
+    "global_rewards": "global reward components, or per-turn ones (structured rewards)",
+    "reward_baselines": "a baseline score per trajectory (ReMax: the greedy rollout's)",
+    "old_log_probs": "the rollout policy's log-probs",
+}
+KINDS = ("token", "outcome")
+SINGLETON = ("raw", "zero")
+
 
 @dataclass(frozen=True)
 class Estimator:
+    """A registered estimator and what every part of the project knows about it (the lints, the dashboard's
+    labels and toggles, the README's table all read it from here).
+
+    label: its name in lists; short: a few words for scheme descriptions. formula: LaTeX. requires: ``NEEDS``
+    names. kind: "token" (per-token returns) or "outcome" (one scalar per row, broadcast). reference: what it
+    reproduces. singleton: what a row alone in its prompt group gets — "raw" (its own score against a 0
+    baseline), "zero", a function of the config for estimators where a convention decides, or None when rows are
+    not baselined against their group. std_normalised: divides by the group std when ``norm_adv_by_std_in_grpo``.
+    structured_rewards: reads the structured turn/global rewards itself, so the placement does not reach it."""
+
     name: str
     label: str
     formula: str
     requires: tuple[str, ...]
-    kind: str  # "token" (per-token returns) or "outcome" (one scalar per row, broadcast)
+    kind: str
     reference: str
     fn: EstimatorFn
+    short: str = ""
+    singleton: str | Callable[[object], str] | None = None
+    std_normalised: bool = False
+    structured_rewards: bool = False
+
+    def singleton_gets(self, cfg) -> str | None:
+        """ "raw", "zero", or None (rows are not baselined against their prompt group) under ``cfg``."""
+        return self.singleton(cfg) if callable(self.singleton) else self.singleton
+
+    def uses_group_std(self, cfg) -> bool:
+        return self.std_normalised and cfg.norm_adv_by_std_in_grpo
 
 
 ESTIMATORS: dict[str, Estimator] = {}
 
 
 def register_estimator(
-    name: str, *, label: str, formula: str, requires: tuple[str, ...] = (), kind: str = "outcome", reference: str
+    name: str,
+    *,
+    label: str,
+    formula: str,
+    reference: str,
+    requires: tuple[str, ...] = (),
+    kind: str = "outcome",
+    short: str = "",
+    singleton: str | Callable[[object], str] | None = None,
+    std_normalised: bool = False,
+    structured_rewards: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
-    """Decorator: add ``fn`` to ``ESTIMATORS`` under ``name``; a second registration of the name raises."""
+    """Decorator: add ``fn`` to ``ESTIMATORS`` under ``name`` (see ``Estimator`` for the fields); a second
+    registration of the name, a requirement not in ``NEEDS``, an unknown kind or singleton rule raise."""
+    if unknown := [r for r in requires if r not in NEEDS]:
+        raise ValueError(f"estimator {name!r}: unknown requirement(s) {unknown}; choose from {list(NEEDS)}")
+    if kind not in KINDS:
+        raise ValueError(f"estimator {name!r}: kind {kind!r} is not one of {list(KINDS)}")
+    if singleton is not None and not callable(singleton) and singleton not in SINGLETON:
+        raise ValueError(f"estimator {name!r}: singleton {singleton!r} is not one of {list(SINGLETON)}")
 
     def deco(fn: EstimatorFn) -> EstimatorFn:
         if name in ESTIMATORS and ESTIMATORS[name].fn is not fn:
             raise ValueError(f"estimator {name!r} is already registered")
-        ESTIMATORS[name] = Estimator(name, label, formula, tuple(requires), kind, reference, fn)
+        spec = Estimator(
+            name, label, formula, tuple(requires), kind, reference, fn,
+            short or label, singleton, std_normalised, structured_rewards,
+        )  # fmt: skip
+        ESTIMATORS[name] = spec
         return fn
 
     return deco
+
+
+def batch_provides(batch, need: str) -> bool:
+    """Whether ``batch`` (a ``TrajectoryBatch``) has what ``need`` names."""
+    if need not in NEEDS:
+        raise ValueError(f"unknown requirement {need!r}; choose from {list(NEEDS)}")
+    if need == "global_rewards":
+        return batch.global_rewards is not None or batch.turn_rewards is not None
+    return getattr(batch, need) is not None
 
 
 def get_estimator(name: str) -> Estimator:
@@ -98,3 +171,22 @@ def list_estimators() -> list[Estimator]:
     import engine.estimators  # noqa: F401  (registers the built-ins)
 
     return list(ESTIMATORS.values())
+
+
+def estimator_table() -> str:
+    """The README's estimator table (Markdown), made from the registry: a test keeps the README equal to it."""
+
+    def singleton(e: Estimator) -> str:
+        if callable(e.singleton):
+            return "by profile"
+        return {"raw": "raw score", "zero": "0", None: "–"}[e.singleton]
+
+    rows = [
+        "| name | label | formula | needs | singleton group | ÷ group std | reference |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for e in list_estimators():
+        needs = ", ".join(e.requires) or "–"
+        std = "yes" if e.std_normalised else "–"
+        rows.append(f"| `{e.name}` | {e.label} | ${e.formula}$ | {needs} | {singleton(e)} | {std} | {e.reference} |")
+    return "\n".join(rows)

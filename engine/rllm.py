@@ -58,26 +58,12 @@ def step_layout(inp: EstimatorInput) -> StepLayout:
 
 def _rows(inp: EstimatorInput, rows: torch.Tensor, mask: torch.Tensor, rewards: torch.Tensor, groups) -> EstimatorInput:
     """A virtual batch: rows ``rows`` of ``inp`` with a new mask, rewards and group ids."""
-
-    def pick(x):
-        return None if x is None else x[rows]
-
-    return EstimatorInput(
+    return inp.select(
+        rows,
         token_level_rewards=rewards,
         response_mask=mask,
         group_ids=groups,
-        turn_ids=inp.turn_ids[rows],
         action_mask=inp.action_mask[rows] * mask,
-        values=pick(inp.values),
-        old_log_probs=pick(inp.old_log_probs),
-        reward_baselines=pick(inp.reward_baselines),
-        turn_rewards=pick(inp.turn_rewards),
-        turn_mask=pick(inp.turn_mask),
-        global_reward=pick(inp.global_reward),
-        global_components=pick(inp.global_components),
-        global_component_names=inp.global_component_names,
-        sum_pi_squared=pick(inp.sum_pi_squared),
-        rollout_is_weights=pick(inp.rollout_is_weights),
     )
 
 

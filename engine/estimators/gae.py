@@ -80,6 +80,7 @@ def _gae_values(inp: EstimatorInput, cfg) -> tuple[torch.Tensor, str]:
 @register_estimator(
     "gae",
     label="GAE (PPO critic)",
+    short="GAE",
     formula=r"\delta_t = r_t + \gamma V_{t+1} - V_t,\quad A_t = \sum_{l\ge 0} (\gamma\lambda)^l \delta_{t+l},"
     r"\quad \hat A = \mathrm{whiten}_{\text{batch}}(A)",
     requires=("values",),

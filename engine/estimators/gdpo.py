@@ -33,6 +33,8 @@ def gdpo_dimensions(inp: EstimatorInput, keys: tuple[str, ...]) -> torch.Tensor:
 
 @register_estimator(
     "gdpo",
+    singleton="raw",
+    std_normalised=True,
     label="GDPO (per-dimension GRPO, then batch whitening)",
     formula=r"A = \mathrm{whiten}_{\text{batch}}\Big(\sum_k w_k\,\frac{r_{k,i} - \mathrm{mean}_{g(i)}(r_k)}"
     r"{\mathrm{std}_{g(i)}(r_k) + \epsilon}\Big)\cdot m",

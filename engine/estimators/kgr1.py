@@ -32,6 +32,10 @@ def _turn_token_values(per_turn: torch.Tensor, turn_ids: torch.Tensor, action_ma
 
 @register_estimator(
     "grpo_multiturn",
+    short="KG-R1 multi-turn GRPO",
+    singleton="raw",
+    std_normalised=True,
+    structured_rewards=True,
     label="KG-R1 multi-turn GRPO",
     formula=r"A_{i,t} = c\,\frac{r_{i,k(t)} - \mu^{T}_{g}}{\sigma^{T}_{g} + \epsilon}"
     r" + \frac{G_i - \mu^{G}_g}{\sigma^G_g + \epsilon}",
@@ -71,6 +75,10 @@ def grpo_multiturn(inp: EstimatorInput, cfg) -> EstimatorOutput:
 
 @register_estimator(
     "grpo_uniform",
+    short="KG-R1 uniform GRPO",
+    singleton="raw",
+    std_normalised=True,
+    structured_rewards=True,
     label="KG-R1 uniform GRPO",
     formula=r"U_i = \frac{1}{K_i}\sum_k r_{i,k} + G_i,"
     r"\quad A_i = \frac{U_i - \mathrm{mean}_g(U)}{\mathrm{std}_g(U) + \epsilon}",

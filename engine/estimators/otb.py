@@ -82,6 +82,7 @@ def token_baseline(
 
 @register_estimator(
     "optimal_token_baseline",
+    singleton="raw",
     label="Optimal token baseline (OTB)",
     formula=r"b_t = \frac{\sum_{i\in g} G_{i,t} W_{i,t}}{\sum_{i\in g} W_{i,t}},\ W_t = \sum_{j\le t} (1 - 2\pi_j"
     r" + \textstyle\sum_v \pi_j(v)^2),\quad A_t = G_t - b_t",
@@ -101,6 +102,7 @@ def optimal_token_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
 
 @register_estimator(
     "tir_optimal_token_baseline",
+    singleton="raw",
     label="Optimal token baseline, tool-integrated (TIR-OTB)",
     formula=r"\text{OTB on each row's valid tokens only (holes removed, positions = valid-token index)}",
     requires=("old_log_probs",),

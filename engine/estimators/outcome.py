@@ -30,6 +30,9 @@ def grpo_scalar(scores, group_ids, norm_by_std: bool, epsilon: float, ddof: int 
 @register_estimator(
     "grpo",
     label="GRPO (÷ group std)",
+    short="GRPO",
+    singleton="raw",
+    std_normalised=True,
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{g(i)}(s)}{\mathrm{std}_{g(i)}(s) + \epsilon}"
     r"\quad(\text{Dr.GRPO: } A_i = s_i - \mathrm{mean}_{g(i)}(s))",
     reference="verl core_algos.compute_grpo_outcome_advantage (Shao et al. 2024; Dr.GRPO: Liu et al. 2025)",
@@ -43,6 +46,9 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "grpo_vectorized",
     label="GRPO (vectorized, with variance floor)",
+    short="GRPO (vectorized)",
+    singleton="raw",
+    std_normalised=True,
     formula=r"A_i = \frac{s_i - \mu_{g}}{\sqrt{\max(\sigma^2_{g}, \text{floor})} + \epsilon}",
     reference="verl core_algos.compute_grpo_vectorized_outcome_advantage (older verl floors var at 1e-6)",
 )
@@ -68,6 +74,8 @@ def rloo_scalar(scores, group_ids, singleton: str = "raw"):
 @register_estimator(
     "rloo",
     label="RLOO (leave-one-out)",
+    short="RLOO",
+    singleton=lambda cfg: cfg.rloo_singleton,
     formula=r"A_i = s_i - \frac{1}{n-1}\sum_{j \ne i,\, g(j)=g(i)} s_j",
     reference="verl core_algos.compute_rloo_outcome_advantage (Ahmadian et al. 2024)",
 )
@@ -80,6 +88,8 @@ def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "rloo_vectorized",
     label="RLOO (vectorized: singletons get 0)",
+    short="RLOO (vectorized)",
+    singleton="zero",
     formula=r"A_i = \mathbb{1}[n_g>1]\,\Big(s_i - \frac{1}{n-1}\sum_{j \ne i} s_j\Big)",
     reference="verl core_algos.compute_rloo_vectorized_outcome_advantage",
 )
@@ -92,6 +102,7 @@ def rloo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "opo",
     label="OPO (length-weighted baseline)",
+    singleton="raw",
     formula=r"b_g = \frac{\sum_{i\in g} L_i s_i}{\sum_{i \in g} L_i},\quad A_i = s_i - b_{g(i)}",
     reference="verl core_algos.compute_opo_outcome_advantage (Hao et al. 2025)",
 )
@@ -106,6 +117,7 @@ def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "gpg",
     label="GPG (group policy gradient)",
+    singleton="raw",
     formula=r"\alpha = \frac{B}{\max(1, \#\{i: s_i \ne 0\})},\quad A_i = \frac{\alpha\,(s_i - \mathrm{mean}_{g(i)}(s))}"
     r"{f_\text{norm}}",
     reference="verl core_algos.compute_gpg_outcome_advantage (Chu et al. 2025); the trainer passes f_norm = 1",
@@ -123,6 +135,8 @@ def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "grpo_passk",
     label="GRPO pass@k",
+    singleton="zero",  # a singleton group raises (verl); the question never arises
+    std_normalised=True,
     formula=r"A_{i^*} = \frac{s_{(1)} - s_{(2)}}{\mathrm{std}_g(s) + \epsilon}\ \text{for the group's best } i^*,"
     r"\ A_i = 0 \text{ otherwise}",
     reference="verl core_algos.compute_grpo_passk_outcome_advantage (Chen et al. 2025)",
@@ -154,6 +168,8 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
 @register_estimator(
     "reinforce_plus_plus_baseline",
     label="REINFORCE++ with group baseline",
+    short="REINFORCE++ baseline",
+    singleton=lambda cfg: "raw" if cfg.rfpp_baseline_scope == "token" else "zero",
     formula=r"c_i = s_i - \mathrm{mean}_{g(i)}(s),"
     r"\quad A = \mathrm{whiten}_{\text{batch, token-weighted}}(c_i\, m_{i,t})",
     reference="verl core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage (Hu 2025); "

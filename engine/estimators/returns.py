@@ -38,6 +38,7 @@ def _returns_rows(rewards: torch.Tensor, mask: torch.Tensor, gamma: float, hole_
 
 @register_estimator(
     "reinforce_plus_plus",
+    short="REINFORCE++",
     label="REINFORCE++",
     formula=r"G_t = \sum_{k \ge t,\ m_k=1} \gamma^{\#\text{valid}(t,k)} r_k,"
     r"\quad A = \mathrm{whiten}_{\text{batch}}(G)\cdot m",

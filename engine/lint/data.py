@@ -8,10 +8,8 @@ import torch
 
 from engine.lint.context import LintContext, nof, span
 from engine.lint.model import register_check
+from engine.registry import get_estimator
 from engine.shaping import global_component_included
-
-# Estimators that read the structured global reward directly, whatever the token placement (CONVENTIONS.md §3.3).
-STRUCTURED_ESTIMATORS = ("grpo_multiturn", "grpo_uniform")
 
 
 def global_components_used(ctx: LintContext) -> list[tuple[int, str]]:
@@ -20,7 +18,8 @@ def global_components_used(ctx: LintContext) -> list[tuple[int, str]]:
     b, cfg = ctx.batch, ctx.cfg
     if b.global_rewards is None:
         return []
-    if ctx.result.placement == "as_given" and cfg.estimator not in STRUCTURED_ESTIMATORS:
+    # an estimator that reads the structured rewards itself (CONVENTIONS.md §3.3) reads G whatever the placement
+    if ctx.result.placement == "as_given" and not get_estimator(cfg.estimator).structured_rewards:
         return []
     weights = dict(cfg.global_weights)
     included = global_component_included(b.global_reward_names, cfg)

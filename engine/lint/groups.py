@@ -15,40 +15,18 @@ from engine.lint.thresholds import (
     STD_BLOWUP_RATIO,
     ZERO_VARIANCE_WARN_SHARE,
 )
-
-# Estimators whose row advantage is relative to the row's prompt group, and what a singleton group gets
-# (CONVENTIONS.md §5.2): "raw" = its own score against a 0 baseline, "zero" = nothing. rloo and RF++-baseline depend on
-# the scheme (``singleton_convention``); grpo_passk raises on singletons, so it never reaches that question.
-GROUP_ESTIMATORS: dict[str, str] = {
-    "grpo": "raw",
-    "grpo_vectorized": "raw",
-    "gdpo": "raw",
-    "opo": "raw",
-    "gpg": "raw",
-    "grpo_passk": "zero",
-    "rloo_vectorized": "zero",
-    "grpo_multiturn": "raw",
-    "grpo_uniform": "raw",
-    "optimal_token_baseline": "raw",
-    "tir_optimal_token_baseline": "raw",
-}
-
-
-# Estimators that divide group-centred scores by the group std (when norm_adv_by_std_in_grpo is on).
-STD_NORMALISED = ("grpo", "grpo_vectorized", "gdpo", "grpo_multiturn", "grpo_uniform")
+from engine.registry import get_estimator
 
 
 def uses_group_std(cfg) -> bool:
-    return cfg.estimator in STD_NORMALISED and cfg.norm_adv_by_std_in_grpo
+    """The scheme's estimator divides group-centred scores by the group std (registry: ``std_normalised``)."""
+    return get_estimator(cfg.estimator).uses_group_std(cfg)
 
 
 def singleton_convention(cfg) -> str | None:
-    """'raw', 'zero', or None when ``cfg.estimator`` does not baseline rows against their group."""
-    if cfg.estimator == "rloo":
-        return cfg.rloo_singleton
-    if cfg.estimator == "reinforce_plus_plus_baseline":
-        return "raw" if cfg.rfpp_baseline_scope == "token" else "zero"
-    return GROUP_ESTIMATORS.get(cfg.estimator)
+    """'raw', 'zero', or None when ``cfg.estimator`` does not baseline rows against their group (registry:
+    ``singleton``, CONVENTIONS.md §5.2)."""
+    return get_estimator(cfg.estimator).singleton_gets(cfg)
 
 
 def prompt_groups_apply(ctx: LintContext) -> bool:
