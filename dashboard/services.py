@@ -33,9 +33,10 @@ import torch
 
 from dashboard import bigrun, budget, collector, diagnostics, leftovers, sources, tables
 from dashboard.sources import RunRef
-from engine import CreditConfig, CreditResult, compute_credit, get_estimator, list_estimators, resolve_device
+from engine import CreditConfig, CreditResult, compute_credit, list_estimators, resolve_device
 from engine.credit import with_loss_agg_mode
 from engine.perf import release_free_memory
+from engine.runnable import runnable
 
 MAX_UPLOAD_BYTES = 200 * 1024 * 1024
 # A CreditConfig is a frozen dataclass whose repr lists every field: hashing that is ~400× faster than
@@ -219,17 +220,9 @@ def estimator_catalogue() -> list:
 
 
 def effective_config(info: tables.RunInfo, cfg: CreditConfig, value_source: str | None = "zeros") -> CreditConfig:
-    """``cfg`` made runnable on this run: a value stand-in for GAE without critic values, no in-reward KL
-    without log-probs, no ``as_given`` placement without token scores."""
-    changes: dict = {}
-    if "values" in get_estimator(cfg.estimator).requires and not info.has_values:
-        if cfg.value_source in (None, "critic"):
-            changes["value_source"] = value_source if value_source not in (None, "critic") else "zeros"
-    if cfg.use_kl_in_reward and not info.has_log_probs:
-        changes["use_kl_in_reward"] = False
-    if cfg.placement == "as_given" and not info.has_token_scores:
-        changes["placement"] = "auto"
-    return cfg.replace(**changes) if changes else cfg
+    """``cfg`` made runnable on this run (``engine.runnable``: a value stand-in for an estimator that needs
+    critic values the run lacks, no in-reward KL without log-probs, no ``as_given`` without token scores)."""
+    return runnable(cfg, info.run_has, value_source)[0]
 
 
 def global_components_included(info: tables.RunInfo, cfg: CreditConfig) -> list[bool]:
@@ -474,6 +467,7 @@ class SchemeRun:
     config: CreditConfig | None
     result: CreditResult | None
     error: str | None
+    fixes: tuple[str, ...] = ()  # why the code runs with other values than it names (engine.runnable)
 
 
 def compute_codes(h: RunHandle, info: tables.RunInfo, codes: list[str], value_source: str | None) -> list[SchemeRun]:
@@ -483,8 +477,8 @@ def compute_codes(h: RunHandle, info: tables.RunInfo, codes: list[str], value_so
     out = []
     for code in codes:
         try:
-            cfg = effective_config(info, schemes.decode(code), value_source)
-            out.append(SchemeRun(code, schemes.label(code), cfg, compute(h, cfg), None))
+            cfg, fixes = runnable(schemes.decode(code), info.run_has, value_source)
+            out.append(SchemeRun(code, schemes.label(code), cfg, compute(h, cfg), None, tuple(f.why for f in fixes)))
         except (ValueError, NotImplementedError) as e:
             out.append(SchemeRun(code, schemes.label(code), None, None, str(e)))
     return out

@@ -9,7 +9,8 @@ from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
 from dashboard.widgets import Context
-from engine.config import FIELD_HELP, LOSS_AGG_MODES, PLACEMENTS, PROFILE_HELP, PROFILES, STEPWISE_MODES
+from engine import runnable
+from engine.config import FIELD_HELP, LOSS_AGG_MODES, PROFILE_HELP, PROFILES, STEPWISE_MODES
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
 
@@ -270,7 +271,7 @@ def _scheme_controls(info: RunInfo):
         )
         if note := badges.estimator_note(ss[cfg_key("estimator")], info, ss[cfg_key("value_source")]):
             st.caption(note)
-        placements = [p for p in PLACEMENTS if p != "as_given" or info.has_token_scores]
+        placements = list(runnable.placements(info.run_has))
         st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
         # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
         # sidebar's default width.

@@ -16,6 +16,7 @@ import streamlit as st
 from dashboard import schemes, sources
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from engine.config import STEPWISE_MODES, CreditConfig
+from engine.runnable import scheme_fixes
 
 
 class K:
@@ -288,12 +289,10 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
         fixed["value_source"] = None
     elif values["value_source"] not in ("zeros", "group_mean"):
         fixed["value_source"] = "zeros"
-    if not info.has_log_probs:
-        fixed["use_kl_in_reward"] = False
     if values["stepwise_mode"] not in STEPWISE_MODES:  # a segmented control can be cleared
         fixed["stepwise_mode"] = "trajectory"
-    if values["placement"] == "as_given" and not info.has_token_scores:
-        fixed["placement"] = "auto"
+    for fix in scheme_fixes({k: values[k] for k in ("use_kl_in_reward", "placement")}, info.run_has):
+        fixed[fix.field] = fix.used  # what the run cannot give (engine.runnable)
     return {k: v for k, v in fixed.items() if values[k] != v}
 
 

@@ -17,6 +17,7 @@ import torch
 from engine.batch import TrajectoryBatch
 from engine.credit import CreditResult
 from engine.io.logged import logged_advantage_tokens
+from engine.runnable import RunHas
 from engine.scan import by_row_blocks
 
 QUANTITY_ORDER = ("token score", "KL", "reward", "value", "return", "advantage", "effective weight")
@@ -225,6 +226,11 @@ class RunInfo:
     @property
     def info_share(self) -> float:
         return self.info_tokens / self.tokens if self.tokens else 0.0
+
+    @property
+    def run_has(self) -> RunHas:
+        """What the run carries that a scheme may ask for (``engine.runnable``)."""
+        return RunHas(values=self.has_values, log_probs=self.has_log_probs, token_scores=self.has_token_scores)
 
     def provides(self, requirement: str) -> bool:
         """Whether the run has what an estimator lists in ``requires`` (``engine.registry.NEEDS``; values can be

@@ -271,3 +271,16 @@ def test_group_charts_drop_the_prefix_rollout_ids_share() -> None:
     assert short_ids(["q0-r0", "q0-r1"]) == ["q0-r0", "q0-r1"] and short_ids(["a/x"]) == ["a/x"]
     fig = make_group_advantage_figure(ids, np.array([0.5, -0.5]), 1)
     assert list(fig.data[0].x) == ["…rollout-1", "▶ …rollout-12"]
+
+
+def test_compare_says_why_a_scheme_runs_with_other_values() -> None:
+    """GAE on a run without a critic, with in-reward KL on a run without log-probs: both run, and the page says
+    what they run with instead (engine.runnable), word for word."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    codes = "grpo~gae,kl:1"
+    at.query_params.update({"page": "compare", "run": "python_tool_two_rollouts", "schemes": codes})
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    captions = [c.value for c in at.caption]
+    assert any("gae needs critic values and this run has none\\: value_source = zeros stands in" in c for c in captions)
+    assert any("in-reward KL needs the rollout's and the reference policy's log-probs" in c for c in captions)

@@ -63,6 +63,8 @@ runs = services.compute_codes(ctx.handle, ctx.info, codes, ctx.config.value_sour
 for r in runs:
     if r.error:
         st.warning(state.md("{}: not computable on this run — {}", compare_model.run_label(r.code, None), r.error))
+    for why in r.fixes:
+        st.caption(state.md("{}: {}", compare_model.run_label(r.code, None), why))
 runs = [r for r in runs if r.result is not None]
 if len(runs) < 2:
     st.info("Pick at least two schemes the run supports.")

@@ -10,7 +10,8 @@ from dashboard import analysis, badges, exports, schemes, services, state, table
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
 from dashboard.state import K
-from engine.config import FIELD_HELP, PLACEMENTS
+from engine import runnable
+from engine.config import FIELD_HELP
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 ss = st.session_state
@@ -28,7 +29,7 @@ labels = {  # names as the designed scheme makes them: Dr.GRPO-style with its st
     e.name: badges.estimator_label(e.name, e.label, bool(ss[K.DS_NORM_STD]), ctx.info, base.value_source)
     for e in services.available_estimators(ctx.info)
 }
-placements = [p for p in PLACEMENTS if p != "as_given" or ctx.info.has_token_scores]
+placements = list(runnable.placements(ctx.info.run_has))
 if ss[K.DS_ESTIMATOR] not in labels:
     ss[K.DS_ESTIMATOR] = base.estimator
 if ss[K.DS_PLACEMENT] not in placements:
