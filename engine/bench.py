@@ -309,37 +309,18 @@ def bench_pipeline(gae_bt, grpo_bt, repeats: int, loop_repeats: int, device: tor
         global_reward_names=(),
     )
     m_gae, m_grpo = gae_batch.action_mask, grpo_batch.action_mask
+    schemes = [
+        ("gae (structured rewards)", gae_batch, gae_cfg, 10),
+        ("grpo (structured rewards)", grpo_batch, grpo_cfg, 50),
+        ("grpo (token scores)", scored, grpo_cfg, 50),
+    ]
+    loops = {
+        "gae": lambda r: gae_loop(r, gae_batch.values, m_gae, gae_cfg.gamma, gae_cfg.lam, skip_holes=True),
+        "grpo": lambda r: grpo_loop(r, m_grpo, grpo_batch.group_ids),
+    }
     return [
-        _pipeline_row(
-            "gae (structured rewards)",
-            gae_batch,
-            gae_cfg,
-            lambda r: gae_loop(r, gae_batch.values, m_gae, gae_cfg.gamma, gae_cfg.lam, skip_holes=True),
-            repeats,
-            loop_repeats,
-            device,
-            (1.5, 10),
-        ),
-        _pipeline_row(
-            "grpo (structured rewards)",
-            grpo_batch,
-            grpo_cfg,
-            lambda r: grpo_loop(r, m_grpo, grpo_batch.group_ids),
-            repeats,
-            loop_repeats,
-            device,
-            (1.5, 50),
-        ),
-        _pipeline_row(
-            "grpo (token scores)",
-            scored,
-            grpo_cfg,
-            lambda r: grpo_loop(r, m_grpo, grpo_batch.group_ids),
-            repeats,
-            loop_repeats,
-            device,
-            (1.5, 50),
-        ),
+        _pipeline_row(name, b, cfg, loops[cfg.estimator], repeats, loop_repeats, device, (1.5, min_speedup))
+        for name, b, cfg, min_speedup in schemes
     ]
 
 

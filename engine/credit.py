@@ -139,9 +139,9 @@ class CreditResult:
 
     def views(self) -> dict[str, torch.Tensor]:
         """Every view by name, computed (once, thread-safely) the first time any is asked for."""
+        pending = self._pending  # read first: it is cleared only after the views are set
         if self._views is not None:
             return self._views
-        pending = self._pending
         with pending.lock:
             if self._views is None:
                 start = time.perf_counter()
