@@ -137,7 +137,7 @@ def test_markdown_payloads_render_as_text_on_every_page(server, tmp_path) -> Non
     designer = seen["pages"]["Reward designer"][1]
     assert all(p in designer for p in PAYLOADS)
     overview = seen["pages"]["Run overview"][1]  # the run name; metadata's "synthesized" names in the caption
-    assert RUN_NAME in overview
+    assert RUN_NAME in overview, overview
     n = 2 * len(PAYLOADS)
     assert all(f"{p} in 2 of {n} trajectories" in overview for p in PAYLOADS), overview[:2000]
     assert shot.stat().st_size > 10_000
