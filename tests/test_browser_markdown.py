@@ -87,6 +87,8 @@ async def tour(browser, url: str, shot: Path) -> dict:
     try:
         await page.goto(f"{url}/?page=overview&run=data:hostile.jsonl", wait_until="commit")
         await until(page, _has("stMain", PAGES["Run overview"]), "hostile run overview")
+        # the heading is an st.html element, drawn after the run's script ended; wait for it (a timeout fails)
+        await until(page, _has("stMain", RUN_NAME), "the run name in the overview's heading")
         for title in PAGES:
             if title != "Run overview":
                 await go(page, title)
