@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine import CreditConfig, TrajectoryBatch, compute_credit, list_estimators, resolve_device
+from engine import CreditConfig, TrajectoryBatch, compute_credit, list_estimators, resolve_device, stages
 from engine.estimators.gae import compute_gae_advantage_return
 from engine.estimators.returns import reinforce_plus_plus
 from engine.perf import tune_allocator
@@ -270,8 +270,6 @@ class PipelineRow:
 def _pipeline_row(
     name: str, batch: TrajectoryBatch, cfg: CreditConfig, loop_fn, repeats: int, loop_repeats: int, device, targets
 ) -> PipelineRow:
-    from engine import stages
-
     masks = stages.masks_for(batch, cfg)
     scores = stages.place_scores(batch, cfg, masks)
     inp = stages.estimator_input(batch, scores, stages.subtract_kl(batch, cfg, scores, masks), masks)

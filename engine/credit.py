@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 
 import torch
 
-from engine.aggregation import agg_weights
 from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.registry import EstimatorOutput
@@ -34,6 +33,7 @@ from engine.stages import (
     place_scores,
     shown_kl,
     subtract_kl,
+    token_weights,
     weigh_loss,
 )
 
@@ -244,11 +244,6 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
     other field is the same tensor. Raises the ``ValueError`` the config or ``agg_weights`` raises for a mode the
     profile lacks (Run analytics varies the mode: one computation instead of one per mode)."""
     cfg = res.config.replace(loss_agg_mode=mode)
-    w = agg_weights(
-        res.loss_mask,
-        cfg.loss_agg_mode,
-        loss_scale_factor=cfg.loss_scale_factor,
-        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
-    )
+    w = token_weights(res.loss_mask, cfg)
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
     return res.replace(config=cfg, agg_weights=w, effective_weights=effective)

@@ -178,6 +178,17 @@ class LossWeights:
     sample_scores: torch.Tensor
 
 
+def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig) -> torch.Tensor:
+    """Each token's weight in the loss ``cfg.loss_agg_mode`` aggregates, on ``loss_mask``, with the profile's
+    sum-norm convention (``engine.aggregation.agg_weights``). [B, T]."""
+    return agg_weights(
+        loss_mask,
+        cfg.loss_agg_mode,
+        loss_scale_factor=cfg.loss_scale_factor,
+        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
+    )
+
+
 def weigh_loss(
     batch: TrajectoryBatch,
     cfg: CreditConfig,
@@ -198,12 +209,7 @@ def weigh_loss(
     if cfg.mask_truncated_samples:
         kept = kept & ~batch.truncated
     loss_mask = masks.state if bool(kept.all()) else masks.state * kept[:, None]  # no [B, T] copy when all kept
-    w = agg_weights(
-        loss_mask,
-        cfg.loss_agg_mode,
-        loss_scale_factor=cfg.loss_scale_factor,
-        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
-    )
+    w = token_weights(loss_mask, cfg)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
