@@ -76,9 +76,7 @@ def table_parquet(df: pd.DataFrame) -> bytes:
 
 def scheme_json(cfg: CreditConfig) -> str:
     """The scheme as ``CreditConfig.to_dict()`` JSON (the CLI reads it back with ``CreditConfig.from_dict``)."""
-    d = cfg.to_dict()
-    d.pop("device", None)
-    return json.dumps(d, indent=2, sort_keys=False)
+    return json.dumps(cfg.to_dict(), indent=2, sort_keys=False)
 
 
 def safe_filename(*parts: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.config import CreditConfig
+from engine.config import PROFILES, CreditConfig
+from engine.config import label as field_label
 
 # CreditConfig field → short key in a code. These are the fields the sidebar and the compare page set.
 SHORT: dict[str, str] = {
@@ -125,15 +126,7 @@ def label(code: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ words
-PROFILE_WORDS = {
-    "verl": "verl profile",
-    "verl-legacy": "legacy verl profile",
-    "search-r1": "Search-R1 profile",
-    "kg-r1": "KG-R1 profile",
-    "rllm": "rLLM profile",
-    "rllm-workflow": "rLLM workflow profile",
-    "rllm-legacy": "rLLM legacy profile",
-}
+PROFILE_WORDS = {p.name: f"{p.title} profile" for p in PROFILES.values()}
 MODE_WORDS = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per-step"}
 VALUE_WORDS = {
     None: "critic",
@@ -198,37 +191,39 @@ def words(cfg: CreditConfig) -> str:
     return " · ".join(parts)
 
 
-# Effective (profile-filled) conventions in words, for ``differences``.
+# Effective (profile-filled) conventions that ``differences`` names when the profile changes, with their values
+# in words where the value alone says too little (the field's name in words: ``engine.config.label``).
 CONVENTION_WORDS = {
-    "std_ddof": ("std", {0: "population (ddof 0)", 1: "unbiased (ddof 1)"}),
-    "turn_score_reduce": ("trajectory reward", {"sum": "Σ step rewards", "mean": "mean turn reward"}),
-    "broadcast_reward": ("broadcast scores the last step with", {}),
-    "broadcast_read": ("broadcast reads", {"mean": "mean over the last step", "first": "its first token"}),
-    "broadcast_group_key": ("broadcast groups by", {}),
-    "advantage_mask": ("advantage mask", {}),
-    "gae_skip_holes": ("GAE skips holes", {True: "yes", False: "no"}),
-    "gae_value_mask": ("GAE value mask", {}),
-    "rfpp_baseline_scope": ("RF++ baseline scope", {}),
-    "reinforce_hole_mode": ("REINFORCE++ at holes", {}),
-    "grpo_var_floor": ("GRPO variance floor", {}),
+    "std_ddof": {0: "population (ddof 0)", 1: "unbiased (ddof 1)"},
+    "turn_score_reduce": {"sum": "Σ step rewards", "mean": "mean turn reward"},
+    "broadcast_reward": {},
+    "broadcast_read": {"mean": "mean over the last step", "first": "its first token"},
+    "broadcast_group_key": {},
+    "advantage_mask": {},
+    "gae_skip_holes": {True: "yes", False: "no"},
+    "gae_value_mask": {},
+    "rfpp_baseline_scope": {},
+    "reinforce_hole_mode": {},
+    "grpo_var_floor": {},
 }
-FIELD_WORDS = {
-    "estimator": "estimator",
-    "profile": "profile",
-    "stepwise_mode": "rLLM mode",
-    "norm_adv_by_std_in_grpo": "std normalisation",
-    "stepwise_gamma": "step γ",
-    "placement": "placement",
-    "use_kl_in_reward": "in-reward KL",
-    "kl_coef": "β",
-    "kl_penalty": "KL estimator",
-    "gamma": "γ",
-    "lam": "λ",
-    "normalize_by_steps": "÷ steps",
-    "state_masking": "state masking",
-    "loss_agg_mode": "loss aggregation",
-    "rejection_sample": "rejection sampling",
-}
+# The fields ``differences`` names one by one, in this order (the rest: "also <field>, …").
+DIFF_FIELDS = (
+    "estimator",
+    "profile",
+    "stepwise_mode",
+    "norm_adv_by_std_in_grpo",
+    "stepwise_gamma",
+    "placement",
+    "use_kl_in_reward",
+    "kl_coef",
+    "kl_penalty",
+    "gamma",
+    "lam",
+    "normalize_by_steps",
+    "state_masking",
+    "loss_agg_mode",
+    "rejection_sample",
+)
 
 
 def _val(field: str, v) -> str:
@@ -245,6 +240,11 @@ def _val(field: str, v) -> str:
     return str(v)
 
 
+def _convention(cfg: CreditConfig, field: str):
+    value = getattr(cfg, field)
+    return CONVENTION_WORDS[field].get(value, value)
+
+
 def differences(a: CreditConfig, b: CreditConfig) -> str:
     """What differs from scheme ``a`` to scheme ``b``, in words, on their effective fields (profile conventions
     filled): "rLLM mode: broadcast → per-step"; "same scheme" when nothing does. A profile change names the
@@ -254,7 +254,7 @@ def differences(a: CreditConfig, b: CreditConfig) -> str:
     parts = []
     if a.estimator != b.estimator or (uses_values(a.estimator) and a.value_source != b.value_source):
         parts.append(f"estimator: {estimator_words(a)} → {estimator_words(b)}")
-    for field, name in FIELD_WORDS.items():
+    for field in DIFF_FIELDS:
         if field == "estimator":
             continue
         va, vb = getattr(a, field), getattr(b, field)
@@ -262,11 +262,11 @@ def differences(a: CreditConfig, b: CreditConfig) -> str:
             continue
         if field in ("kl_coef", "kl_penalty") and not (a.use_kl_in_reward or b.use_kl_in_reward):
             continue
-        text = f"{name}: {_val(field, va)} → {_val(field, vb)}"
+        text = f"{field_label(field)}: {_val(field, va)} → {_val(field, vb)}"
         if field == "profile":
             conv = [
-                f"{cname} {cvals.get(getattr(a, f), getattr(a, f))} → {cvals.get(getattr(b, f), getattr(b, f))}"
-                for f, (cname, cvals) in CONVENTION_WORDS.items()
+                f"{field_label(f)} {_convention(a, f)} → {_convention(b, f)}"
+                for f in CONVENTION_WORDS
                 if getattr(a, f) != getattr(b, f)
             ]
             if conv:
@@ -276,7 +276,7 @@ def differences(a: CreditConfig, b: CreditConfig) -> str:
         f.name
         for f in dataclasses.fields(CreditConfig)
         if f.compare
-        and f.name not in FIELD_WORDS
+        and f.name not in DIFF_FIELDS
         and (f.name not in CONVENTION_WORDS or a.profile == b.profile)
         and f.name != "value_source"
         and getattr(a, f.name) != getattr(b, f.name)

@@ -9,8 +9,8 @@ from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
 from dashboard.widgets import Context
-from engine import runnable
-from engine.config import FIELD_HELP, LOSS_AGG_MODES, PROFILE_HELP, PROFILES, STEPWISE_MODES
+from engine import config, runnable
+from engine.config import FIELD_HELP, PROFILES
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
 
@@ -250,9 +250,9 @@ def _scheme_controls(info: RunInfo):
     with st.expander("Credit scheme", expanded=True):
         st.selectbox(
             "Profile",
-            list(PROFILES),
+            config.choices("profile"),
             key=cfg_key("profile"),
-            help=FIELD_HELP["profile"] + "\n\n" + "\n\n".join(f"**{k}**: {v}" for k, v in PROFILE_HELP.items()),
+            help=FIELD_HELP["profile"] + "\n\n" + "\n\n".join(f"**{p.name}**: {p.help}" for p in PROFILES.values()),
         )
         st.selectbox(
             "Estimator",
@@ -279,7 +279,7 @@ def _scheme_controls(info: RunInfo):
         st.html(f"<style>.{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
         st.segmented_control(
             "rLLM stepwise mode",
-            STEPWISE_MODES,
+            config.choices("stepwise_mode"),
             key=cfg_key("stepwise_mode"),
             format_func=STEPWISE_LABELS.get,
             help=FIELD_HELP["stepwise_mode"],
@@ -288,8 +288,7 @@ def _scheme_controls(info: RunInfo):
         if ss[cfg_key("stepwise_mode")] == "per_step":
             st.slider(
                 "Step γ (MC returns)",
-                0.0,
-                1.0,
+                *config.bounds("stepwise_gamma"),
                 step=0.01,
                 key=cfg_key("stepwise_gamma"),
                 help=FIELD_HELP["stepwise_gamma"],
@@ -297,8 +296,8 @@ def _scheme_controls(info: RunInfo):
         if ss[cfg_key("stepwise_mode")] == "broadcast":
             st.checkbox("Normalize by steps", key=cfg_key("normalize_by_steps"), help=FIELD_HELP["normalize_by_steps"])
         c1, c2 = st.columns(2)
-        c1.slider("γ", 0.0, 1.0, step=0.01, key=cfg_key("gamma"), help=FIELD_HELP["gamma"])
-        c2.slider("λ", 0.0, 1.0, step=0.01, key=cfg_key("lam"), help=FIELD_HELP["lam"])
+        c1.slider("γ", *config.bounds("gamma"), step=0.01, key=cfg_key("gamma"), help=FIELD_HELP["gamma"])
+        c2.slider("λ", *config.bounds("lam"), step=0.01, key=cfg_key("lam"), help=FIELD_HELP["lam"])
         st.toggle(
             "Divide by group std", key=cfg_key("norm_adv_by_std_in_grpo"), help=FIELD_HELP["norm_adv_by_std_in_grpo"]
         )
@@ -307,11 +306,16 @@ def _scheme_controls(info: RunInfo):
             key=cfg_key("state_masking"),
             help=FIELD_HELP["state_masking"],
         )
-        st.selectbox("Loss aggregation", LOSS_AGG_MODES, key=cfg_key("loss_agg_mode"), help=FIELD_HELP["loss_agg_mode"])
+        st.selectbox(
+            "Loss aggregation",
+            config.choices("loss_agg_mode"),
+            key=cfg_key("loss_agg_mode"),
+            help=FIELD_HELP["loss_agg_mode"],
+        )
         if not info.has_values:
             st.selectbox(
                 "Values for GAE (run has no critic)",
-                ("zeros", "group_mean"),
+                runnable.VALUE_STAND_INS,
                 key=cfg_key("value_source"),
                 help=FIELD_HELP["value_source"],
             )

@@ -32,7 +32,7 @@ DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 
 DOC_GLOBAL_REWARDS: dict[str, float] = {"exact_match": 0.3, "retrieval_quality": 0.4, "_raw_exact_match": 0.6}
 RLLM_SAMPLE = "python_tool_two_rollouts"  # the sample run tab (b) computes rLLM's three modes on
 DOC_TOTAL_SCORE = 0.65  # total_score as the document writes it
-KGR1_EXCLUDE = PROFILES["kg-r1"]["global_exclude_prefixes"]  # KG-R1 leaves out only '_raw_' keys
+KGR1_EXCLUDE = PROFILES["kg-r1"].conventions["global_exclude_prefixes"]  # KG-R1 leaves out only '_raw_' keys
 TURN_COMPONENT = "turn_reward"  # the document gives one number per turn: one component of weight 1
 
 # The example's tokens (one word = one token). Turn 1: think + a KG query, answered by an <information> block;
@@ -64,8 +64,8 @@ DOC_CONFIG = CreditConfig(
     turn_weights=(),
     global_weights=(),
     value_source="zeros",
-    device="cpu",
 )
+DOC_DEVICE = "cpu"  # a dozen tokens: no reason to visit a GPU
 
 
 @dataclass(frozen=True)
@@ -151,9 +151,9 @@ def kgr1_example(cfg: CreditConfig = DOC_CONFIG) -> KgExample:
     return KgExample(
         run=run,
         batch=batch,
-        gae=compute_credit(batch, cfg),
-        proportional=compute_credit(batch, cfg.replace(placement="turn_proportional")),
-        grpo=compute_credit(batch, cfg.replace(estimator="grpo")),
+        gae=compute_credit(batch, cfg, DOC_DEVICE),
+        proportional=compute_credit(batch, cfg.replace(placement="turn_proportional"), DOC_DEVICE),
+        grpo=compute_credit(batch, cfg.replace(estimator="grpo"), DOC_DEVICE),
         config=cfg,
     )
 

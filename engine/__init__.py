@@ -5,7 +5,7 @@ result = compute_credit(batch, CreditConfig(profile="verl", estimator="gae"))
 """
 
 from engine.batch import TrajectoryBatch
-from engine.config import FIELD_HELP, PROFILE_HELP, PROFILES, CreditConfig
+from engine.config import FIELD_HELP, PROFILES, CreditConfig, Profile
 from engine.credit import CreditResult, compute_credit, resolve_device
 from engine.registry import ESTIMATORS, Estimator, get_estimator, list_estimators
 
@@ -13,10 +13,10 @@ __all__ = [
     "ESTIMATORS",
     "FIELD_HELP",
     "PROFILES",
-    "PROFILE_HELP",
     "CreditConfig",
     "CreditResult",
     "Estimator",
+    "Profile",
     "TrajectoryBatch",
     "compute_credit",
     "get_estimator",

@@ -1,20 +1,19 @@
 """``python -m engine compute``: per-token credit for every trajectory of a run, written as Parquet (or CSV).
 
-Scheme options are generated from ``CreditConfig``'s fields (``--estimator gae --gamma 0.99 …``, help from
-``FIELD_HELP``); ``--scheme FILE.json`` reads a scheme exported by the dashboard, and options given on the
-command line override it.
+Scheme options are generated from ``CreditConfig``'s field declarations (``--estimator gae --gamma 0.99 …``,
+with each field's help, choices and range); ``--scheme FILE.json`` reads a scheme exported by the dashboard, and
+options given on the command line override it.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-import typing
 from pathlib import Path
 
-from engine.config import FIELD_HELP, CreditConfig
+from engine import config
+from engine.config import CreditConfig
 
 
 def _parse_bool(text: str) -> bool:
@@ -37,42 +36,53 @@ def _parse_weights(text: str) -> tuple[tuple[str, float], ...]:
     return tuple(out)
 
 
+def _parse_list(kind):
+    return lambda text: tuple(kind(p.strip()) for p in text.split(",") if p.strip())
+
+
+# A field's declared type (engine.config.HINTS, without '| None') → how its option reads text, and its metavar.
+PARSERS = {
+    "bool": (_parse_bool, "BOOL"),
+    "int": (int, "INT"),
+    "float": (float, "X"),
+    "str": (str, "NAME"),
+    "tuple[str, ...]": (_parse_list(str), "A,B"),
+    "tuple[float, ...]": (_parse_list(float), "X,Y"),
+    "tuple[tuple[str, float], ...]": (_parse_weights, "NAME=W,…"),
+}
+
+
+def option_help(name: str) -> str:
+    """A field's help with what it accepts: its choices or range, and where an unset value comes from."""
+    text = config.FIELD_HELP[name]
+    allowed, within = config.choices(name), config.bounds(name)
+    if allowed is not None:
+        text += " One of: " + ", ".join(map(str, allowed)) + "."
+    if within is not None:
+        text += f" In {config.range_text(within)}."
+    if name in config.CONVENTIONS:
+        text += " Unset: the profile's."
+    return text
+
+
 def add_scheme_options(parser: argparse.ArgumentParser) -> None:
-    """One option per CreditConfig field (device excluded), all defaulting to 'not given'."""
+    """One option per CreditConfig field, from its declaration, all defaulting to 'not given'."""
     group = parser.add_argument_group("credit scheme (CreditConfig fields; unset = profile/default)")
     group.add_argument("--scheme", type=Path, help="JSON scheme (the dashboard's export); options override it")
-    hints = typing.get_type_hints(CreditConfig)
-    for f in dataclasses.fields(CreditConfig):
-        if f.name == "device":
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        hint = str(hints[f.name])
-        if f.name in ("turn_weights", "global_weights"):
-            kind, meta = _parse_weights, "NAME=W,…"
-        elif f.name == "global_exclude_prefixes":
-            kind, meta = (lambda s: tuple(p for p in s.split(",") if p)), "P1,P2"
-        elif "bool" in hint:
-            kind, meta = _parse_bool, "BOOL"
-        elif "int" in hint and "float" not in hint:
-            kind, meta = int, "INT"
-        elif "float" in hint:
-            kind, meta = float, "X"
-        else:
-            kind, meta = str, "NAME"
-        group.add_argument(flag, dest=f.name, type=kind, metavar=meta, default=None, help=FIELD_HELP.get(f.name))
+    for name, hint in config.HINTS.items():
+        kind, meta = PARSERS[hint.removesuffix(" | None")]
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, dest=name, type=kind, metavar=meta, default=None, help=option_help(name))
 
 
 def scheme_from_args(args: argparse.Namespace) -> CreditConfig:
     base: dict = {}
     if getattr(args, "scheme", None):
         base = json.loads(Path(args.scheme).read_text())
-        base.pop("device", None)
-    for f in dataclasses.fields(CreditConfig):
-        if f.name == "device":
-            continue
-        v = getattr(args, f.name, None)
+    for name in config.FIELDS:
+        v = getattr(args, name, None)
         if v is not None:
-            base[f.name] = v
+            base[name] = v
     return CreditConfig.from_dict(base)
 
 

@@ -189,10 +189,16 @@ class CreditResult:
 
 
 def compute_credit(
-    batch: TrajectoryBatch, cfg: CreditConfig | None = None, device=None, token_extras: bool = True
+    batch: TrajectoryBatch,
+    cfg: CreditConfig | None = None,
+    device: str | torch.device | None = None,
+    token_extras: bool = True,
 ) -> CreditResult:
     """Run the credit pipeline of ``cfg`` on ``batch``: stages 1–3 of ``engine.stages`` now (the advantages),
     stage 4 (loss mask, weights, summaries) the first time the result is asked for one of them.
+
+    ``device`` is where to compute ("cuda", "cpu"; None = CUDA when available): a setting of the machine, not
+    of the scheme, so two results of one ``cfg`` on different devices carry equal configs.
 
     ``token_extras=False`` leaves the estimator's [B, T] intermediates (GAE's TD errors and raw advantages, …)
     out of ``extras``, dropped as soon as the estimator returns: for programs that keep results of big batches
@@ -203,7 +209,7 @@ def compute_credit(
             f"compute_credit: the batch is empty ({batch.batch_size} trajectories × {batch.num_tokens} tokens)"
         )
     start = time.perf_counter()
-    dev = resolve_device(device if device is not None else cfg.device)
+    dev = resolve_device(device)
     batch = batch.to(dev)
     masks = masks_for(batch, cfg)
     scores = place_scores(batch, cfg, masks)  # (1)

@@ -114,7 +114,7 @@ def test_profile_table_is_what_the_profiles_set() -> None:
         for line in lines
         if line.startswith("| `") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 3 + len(profiles)
     }
-    set_by_profiles = set().union(*(PROFILES[p] for p in PROFILES))
+    set_by_profiles = set().union(*(p.conventions for p in PROFILES.values()))
     assert set(rows) == set_by_profiles
 
     def shown(v) -> str:

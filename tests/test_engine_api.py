@@ -232,7 +232,7 @@ def test_config_rejects_unknown_values_naming_the_field(field, value):
 @pytest.mark.parametrize("profile", list(PROFILES))
 def test_profiles_fill_every_convention(profile):
     cfg = CreditConfig(profile=profile)
-    for name, value in PROFILES[profile].items():
+    for name, value in PROFILES[profile].conventions.items():
         got = getattr(cfg, name)
         assert got is not None, f"{profile}: {name} left unset"
         assert got == (tuple(value) if isinstance(value, list) else value)
@@ -250,7 +250,7 @@ def test_profiles_differ_where_the_references_differ():
 def test_explicit_values_win_over_the_profile():
     cfg = CreditConfig(profile="kg-r1", gae_skip_holes=True, advantage_mask="action", std_ddof=0)
     assert (cfg.gae_skip_holes, cfg.advantage_mask, cfg.std_ddof) == (True, "action", 0)
-    assert cfg.gae_value_mask == PROFILES["kg-r1"]["gae_value_mask"]  # the rest still from the profile
+    assert cfg.gae_value_mask == PROFILES["kg-r1"].conventions["gae_value_mask"]  # the rest still from the profile
 
 
 def test_replace_with_a_new_profile_refills_its_conventions():

@@ -120,7 +120,7 @@ def scheme_flags(cfg: CreditConfig) -> str:
     base = CreditConfig(profile=cfg.profile)
     flags = [] if cfg.profile == "verl" else [f"--profile {cfg.profile}"]
     for name, value in cfg.to_dict().items():
-        if name in ("profile", "device") or value == base.to_dict()[name]:
+        if name == "profile" or value == base.to_dict()[name]:
             continue
         if isinstance(value, dict):
             value = ",".join(f"{k}={v}" for k, v in value.items())

@@ -1,0 +1,187 @@
+"""Each CreditConfig field is declared once (type, default, allowed values or range, help): validation, help, the
+command line's options and the sidebar's option lists all come from that declaration, and profiles are one
+table of conventions."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import exports
+from dashboard.state import cfg_key
+from engine import PROFILES, CreditConfig, compute_credit, config
+from engine.bench import synthetic_batch
+from engine.cli_compute import add_scheme_options, option_help, scheme_from_args
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+WITH_CHOICES = [n for n in config.FIELDS if config.choices(n) is not None]
+WITH_BOUNDS = [n for n in config.FIELDS if config.bounds(n) is not None]
+# A value of the wrong type for each declared type (without '| None').
+WRONG_TYPE = {
+    "bool": 1,
+    "int": 1.0,
+    "float": "0.5",
+    "str": 3,
+    "tuple[str, ...]": "_raw_",
+    "tuple[float, ...]": ("x",),
+    "tuple[tuple[str, float], ...]": (("a", "heavy"),),
+}
+
+
+def parse(*argv: str) -> CreditConfig:
+    parser = argparse.ArgumentParser()
+    add_scheme_options(parser)
+    return scheme_from_args(parser.parse_args(list(argv)))
+
+
+# ------------------------------------------------------------------------------------------------ declaration
+def test_every_field_is_declared_with_help_and_the_help_table_is_derived() -> None:
+    fields = dataclasses.fields(CreditConfig)
+    assert [f.name for f in fields] == list(config.FIELDS) == list(config.FIELD_HELP)
+    for f in fields:
+        assert f.metadata["help"] and config.FIELD_HELP[f.name] == f.metadata["help"], f.name
+    assert "device" not in config.FIELDS  # where to compute is not part of a scheme
+
+
+def test_conventions_are_the_fields_every_profile_fills() -> None:
+    assert len(config.CONVENTIONS) == 17
+    for name in config.CONVENTIONS:
+        assert config.FIELDS[name].default is None, name
+    for p in PROFILES.values():
+        assert set(p.conventions) == set(config.CONVENTIONS), p.name
+        cfg = CreditConfig(profile=p.name)
+        assert all(getattr(cfg, n) is not None for n in config.CONVENTIONS), p.name
+
+
+@pytest.mark.parametrize("name", WITH_CHOICES)
+def test_every_declared_choice_is_accepted_and_nothing_else(name: str) -> None:
+    profile = "verl"  # the profile with every option (token-sum, '+' KL variants)
+    for value in config.choices(name):
+        if name == "profile":
+            profile = value
+        assert getattr(CreditConfig(**{"profile": profile, name: value}), name) == value
+    outside = 2 if name == "std_ddof" else "no-such-value"  # a value of the field's type
+    with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: {outside!r} is not one of"):
+        CreditConfig(**{name: outside})
+
+
+@pytest.mark.parametrize("name", WITH_BOUNDS)
+def test_numbers_inside_their_declared_range_pass_and_outside_fail(name: str) -> None:
+    lo, hi = config.bounds(name)
+    assert getattr(CreditConfig(**{name: lo}), name) == lo
+    if math.isfinite(hi):
+        assert getattr(CreditConfig(**{name: hi}), name) == hi
+        with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be in \[{lo:g}, {hi:g}\], got 1.5"):
+            CreditConfig(**{name: hi + 0.5})
+    below = lo - 1.0 if lo > 0 else -1e-9
+    with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be in"):
+        CreditConfig(**{name: below})
+    with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be finite, got nan"):
+        CreditConfig(**{name: math.nan})
+
+
+def test_open_ranges_read_as_written() -> None:
+    assert config.range_text(config.bounds("kl_target")) == "(0, ∞)"
+    assert config.range_text(config.bounds("kl_coef")) == "[0, ∞)"
+    assert config.range_text(config.bounds("gamma")) == "[0, 1]"
+    with pytest.raises(ValueError, match=r"CreditConfig\.kl_target: must be in \(0, ∞\), got 0.0"):
+        CreditConfig(kl_target=0.0)
+
+
+@pytest.mark.parametrize("name", list(config.FIELDS))
+def test_a_value_of_the_wrong_type_is_refused_naming_the_field(name: str) -> None:
+    wrong = WRONG_TYPE[config.HINTS[name].removesuffix(" | None")]
+    with pytest.raises(ValueError, match=rf"^CreditConfig\.{name}: "):
+        CreditConfig(**{name: wrong})
+
+
+def test_values_take_their_declared_form() -> None:
+    cfg = CreditConfig(gamma=1, turn_weights={"format_score": 1}, gdpo_reward_keys=["a"], gdpo_reward_weights=[2])
+    assert type(cfg.gamma) is float and cfg.gamma == 1.0
+    assert cfg.turn_weights == (("format_score", 1.0),) and type(cfg.turn_weights[0][1]) is float
+    assert cfg.gdpo_reward_keys == ("a",) and cfg.gdpo_reward_weights == (2.0,)
+    assert hash(cfg) == hash(CreditConfig.from_dict(cfg.to_dict()))
+
+
+def test_kl_penalty_names_verl_refuses_pass_the_config_and_fail_when_computed() -> None:
+    """'full' is a name verl's config accepts and its kl_penalty refuses: the config holds it, the pipeline
+    raises (as verl); a name verl does not know at all is refused by the config."""
+    assert CreditConfig(kl_penalty="full").kl_penalty == "full"
+    assert CreditConfig(profile="verl-legacy", kl_penalty="k3+").kl_penalty == "k3+"
+    with pytest.raises(ValueError, match=r"CreditConfig\.kl_penalty: 'k4' is not one of"):
+        CreditConfig(kl_penalty="k4")
+
+
+# ------------------------------------------------------------------------------------------------ profiles
+def test_a_profile_is_one_row_of_conventions_with_its_source() -> None:
+    kgr1 = PROFILES["kg-r1"]
+    assert kgr1.title == "KG-R1" and kgr1.source == "KG-R1 7538a53"
+    assert kgr1.help.startswith("KG-R1 7538a53: old-verl GAE over the attention mask")
+    assert kgr1.conventions["global_exclude_prefixes"] == ("_raw_",)
+    assert dict(kgr1.conventions) == {n: getattr(CreditConfig(profile="kg-r1"), n) for n in config.CONVENTIONS}
+    with pytest.raises(TypeError):
+        kgr1.conventions["std_ddof"] = 0  # read-only: a profile is a declaration, not shared mutable state
+    with pytest.raises(ValueError, match=r"\['gamma'\] are not conventions"):
+        kgr1.derive("x", "x", "x", "x", gamma=0.5)
+
+
+# ------------------------------------------------------------------------------------------------ device
+def test_the_device_is_an_argument_of_the_computation_not_of_the_scheme() -> None:
+    cfg = CreditConfig(estimator="grpo")
+    res = compute_credit(synthetic_batch(8, 16, group_size=4), cfg, device="cpu")
+    assert res.device == "cpu" and res.config == cfg
+    assert "device" not in cfg.to_dict() and "device" not in exports.scheme_json(cfg)
+    with pytest.raises(ValueError, match=r"unknown field\(s\) \['device'\] \('device' is where to compute"):
+        CreditConfig.from_dict({**cfg.to_dict(), "device": "cpu"})
+
+
+# ------------------------------------------------------------------------------------------------ command line
+def test_every_field_has_a_command_line_option_with_its_declared_help() -> None:
+    parser = argparse.ArgumentParser()
+    add_scheme_options(parser)
+    by_dest = {a.dest: a for a in parser._actions}
+    for name in config.FIELDS:
+        assert by_dest[name].help == option_help(name) and option_help(name).startswith(config.FIELD_HELP[name])
+    assert "One of: trajectory, broadcast, per_step." in option_help("stepwise_mode")
+    assert option_help("gamma").endswith("In [0, 1].")
+    assert option_help("std_ddof").endswith("One of: 0, 1. Unset: the profile's.")
+
+
+def test_command_line_values_are_read_by_their_declared_type() -> None:
+    cfg = parse(
+        "--profile=kg-r1",
+        "--estimator=gae",
+        "--gamma=0.9",
+        "--std-ddof=0",
+        "--state-masking=false",
+        "--global-exclude-prefixes=_raw_,_x",
+        "--turn-weights=format_score=0.2",
+        "--gdpo-reward-weights=1,2",
+        "--gdpo-reward-keys=a,b",
+    )
+    assert (cfg.profile, cfg.estimator, cfg.gamma, cfg.std_ddof, cfg.state_masking) == ("kg-r1", "gae", 0.9, 0, False)
+    assert cfg.global_exclude_prefixes == ("_raw_", "_x") and cfg.turn_weights == (("format_score", 0.2),)
+    assert cfg.gdpo_reward_keys == ("a", "b") and cfg.gdpo_reward_weights == (1.0, 2.0)
+    assert cfg.gae_skip_holes is False  # unset: the profile's
+    with pytest.raises(ValueError, match=r"CreditConfig\.lam: must be in \[0, 1\], got 2.0"):
+        parse("--lam=2")
+
+
+# ------------------------------------------------------------------------------------------------ sidebar
+def test_the_sidebar_offers_the_declared_values_with_the_declared_help() -> None:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    profile = at.sidebar.selectbox(key=cfg_key("profile"))
+    assert profile.options == list(PROFILES)
+    assert profile.help.startswith(config.FIELD_HELP["profile"])
+    assert all(f"**{p.name}**: {p.help}" in profile.help for p in PROFILES.values())
+    agg = at.sidebar.selectbox(key=cfg_key("loss_agg_mode"))
+    assert agg.options == list(config.choices("loss_agg_mode")) and agg.help == config.FIELD_HELP["loss_agg_mode"]
+    gamma = at.sidebar.slider(key=cfg_key("gamma"))
+    assert (gamma.min, gamma.max) == config.bounds("gamma") and gamma.help == config.FIELD_HELP["gamma"]
