@@ -5,8 +5,9 @@ result = compute_credit(batch, CreditConfig(profile="verl", estimator="gae"))
 """
 
 from engine.batch import TrajectoryBatch
-from engine.config import FIELD_HELP, PROFILES, CreditConfig, Profile
+from engine.config import FIELD_HELP, CreditConfig
 from engine.credit import CreditResult, compute_credit, resolve_device
+from engine.profiles import PROFILES, Profile
 from engine.registry import ESTIMATORS, Estimator, get_estimator, list_estimators
 
 __all__ = [

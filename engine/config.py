@@ -9,7 +9,7 @@ help), the command line's ``--field`` options (``engine.cli_compute``) and the s
 
 Conventions that differ between the reference trainers (std ddof, hole handling, which mask advantages use, …)
 are declared with ``convention(...)``: they default to ``None`` and are filled from the named **profile**, one
-row of the ``PROFILES`` table; a value passed explicitly always wins. Where to compute (``device``) is not part
+row of ``engine.profiles.PROFILES``; a value passed explicitly always wins. Where to compute (``device``) is not part
 of a scheme: ``compute_credit(batch, cfg, device=...)`` takes it.
 """
 
@@ -19,9 +19,9 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from engine.kl import KL_NAMES
+from engine.profiles import PROFILES
 
 # KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
 KGR1_TURN_WEIGHTS = (("format_score", 0.15), ("kg_query_validity", 0.1), ("is_answer_score", 0.1))
@@ -42,144 +42,7 @@ VALUE_SOURCES = ("critic", "zeros", "group_mean")
 KL_PENALTY_NAMES = (*KL_NAMES, "full", *(n + "+" for n in (*KL_NAMES, "full")))
 UNIT = (0.0, 1.0)
 NON_NEGATIVE = (0.0, math.inf)
-POSITIVE = (math.ulp(0.0), math.inf)
-
-
-# ------------------------------------------------------------------------------------------------ profiles
-@dataclass(frozen=True)
-class Profile:
-    """One reference trainer's conventions: the value of every ``convention`` field of ``CreditConfig``.
-
-    ``title`` names it in words ("KG-R1" profile), ``source`` is the repository and commit it reproduces, ``summary``
-    what sets it apart; ``help`` joins the two for the dashboard."""
-
-    name: str
-    title: str
-    source: str
-    summary: str
-    conventions: Mapping[str, object]
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "conventions", MappingProxyType(dict(self.conventions)))
-
-    @property
-    def help(self) -> str:
-        return f"{self.source}: {self.summary}"
-
-    def derive(self, name: str, title: str, source: str, summary: str, **changes) -> Profile:
-        """A profile with this one's conventions except ``changes``."""
-        unknown = set(changes) - set(self.conventions)
-        if unknown:
-            raise ValueError(f"Profile {name!r}: {sorted(unknown)} are not conventions")
-        return Profile(name, title, source, summary, {**self.conventions, **changes})
-
-
-VERL = Profile(
-    "verl",
-    "verl",
-    "verl-project/verl 1dda039b (2026-08)",
-    "hole-skipping GAE, REINFORCE++ carries returns through holes; v1 multi-row sessions broadcast the final "
-    "row's GRPO advantage.",
-    dict(
-        advantage_mask="action",
-        gae_skip_holes=True,
-        gae_value_mask="none",
-        reinforce_hole_mode="carry",
-        std_ddof=1,
-        grpo_var_floor=0.0,
-        rloo_singleton="raw",
-        rfpp_baseline_scope="token",
-        kl_plus_variants=True,
-        sum_norm_divides_by_seqs=True,
-        token_sum_supported=True,
-        otb_handle_zero_tail=True,
-        global_exclude_prefixes=("_",),
-        turn_score_reduce="mean",
-        broadcast_group_key="prompt",
-        broadcast_reward="last_step",
-        broadcast_read="first",
-    ),
-)
-# Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
-_OLD_VERL = dict(
-    advantage_mask="attention",
-    gae_skip_holes=False,
-    kl_plus_variants=False,
-    sum_norm_divides_by_seqs=False,
-    token_sum_supported=False,
-    otb_handle_zero_tail=False,
-)
-# rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
-_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean")
-
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in (
-        VERL,
-        VERL.derive(
-            "verl-legacy",
-            "legacy verl",
-            "volcengine/verl b178a3c (2026-01)",
-            "REINFORCE++ resets at holes, old sum-norm, no token-sum, var floor, no k1+, OTB without zero-tail "
-            "handling.",
-            reinforce_hole_mode="reset",
-            grpo_var_floor=1e-6,
-            kl_plus_variants=False,
-            sum_norm_divides_by_seqs=False,
-            token_sum_supported=False,
-            otb_handle_zero_tail=False,
-        ),
-        VERL.derive(
-            "search-r1",
-            "Search-R1",
-            "Search-R1 a14dc3a",
-            "advantages over the attention mask (info tokens included), GAE without hole skipping, last token "
-            "bootstraps from the first padding value.",
-            **_OLD_VERL,
-            gae_value_mask="attention_shifted",
-        ),
-        VERL.derive(
-            "kg-r1",
-            "KG-R1",
-            "KG-R1 7538a53",
-            "old-verl GAE over the attention mask, '_otc_scaling_factor'/'_kg_turns_used' leak into the global "
-            "reward, mean turn reward.",
-            **_OLD_VERL,
-            gae_value_mask="attention",
-            global_exclude_prefixes=("_raw_",),
-        ),
-        # rLLM's unified trainer: rLLM-native estimators on trajectory rewards, per TrajectoryGroup (task).
-        VERL.derive(
-            "rllm",
-            "rLLM",
-            "rLLM 9beb6e0 unified trainer",
-            "rLLM-native estimators (population std, RF++-baseline over centred trajectory rewards), one scalar "
-            "per trajectory grouped by task, trajectory reward = Σ step rewards.",
-            **_RLLM,
-            std_ddof=0,
-            rfpp_baseline_scope="trajectory_popstd",
-        ),
-        # rLLM's AgentWorkflowPPOTrainer: verl's estimators; uid = step id, so broadcast groups split by last step.
-        VERL.derive(
-            "rllm-workflow",
-            "rLLM workflow",
-            "rLLM 9beb6e0 AgentWorkflowPPOTrainer",
-            "verl's estimators (unbiased std); stepwise broadcast grouped by (task, last-step index) because uid = "
-            "step id, so rollouts of different lengths split.",
-            **_RLLM,
-            broadcast_group_key="prompt_and_last_step",
-        ),
-        # rLLM's legacy AgentPPOTrainer: verl's estimators; broadcast groups are the prompt uid.
-        VERL.derive(
-            "rllm-legacy",
-            "rLLM legacy",
-            "rLLM 7982c508 AgentPPOTrainer",
-            "verl's estimators; stepwise broadcast grouped by the prompt uid, per-step groups = k-th steps of a "
-            "prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
-            **_RLLM,
-        ),
-    )
-}
+POSITIVE = (math.ulp(0.0), math.inf)  # (0, ∞): the smallest positive float as its closed lower bound
 
 
 # ------------------------------------------------------------------------------------------------ declarations
@@ -589,3 +452,25 @@ def _check_declarations() -> None:
 
 
 _check_declarations()
+
+
+def field_table() -> str:
+    """docs/CONFIG.md's table: every field with its type, default, what it accepts and its help."""
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|")
+
+    rows = ["| field | type | default | accepts | help |", "|---|---|---|---|---|"]
+    for name, f in FIELDS.items():
+        declared, within = f.metadata["choices"], bounds(name)
+        if callable(declared):  # the estimators: README's estimator table lists them
+            accepts = "a registered name"
+        elif declared or HINTS[name].startswith("bool"):
+            accepts = ", ".join(f"`{v}`" for v in declared or (True, False))
+        else:
+            accepts = range_text(within) if within else "–"
+        default = "profile's" if name in CONVENTIONS else f"`{f.default!r}`"
+        rows.append(
+            f"| `{name}` | `{cell(HINTS[name])}` | {cell(default)} | {cell(accepts)} | {cell(FIELD_HELP[name])} |"
+        )
+    return "\n".join(rows)

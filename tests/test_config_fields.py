@@ -17,8 +17,11 @@ from dashboard.state import cfg_key
 from engine import PROFILES, CreditConfig, compute_credit, config
 from engine.bench import synthetic_batch
 from engine.cli_compute import add_scheme_options, option_help, scheme_from_args
+from engine.profiles import profile_table
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+
+APP = str(ROOT / "app.py")
 WITH_CHOICES = [n for n in config.FIELDS if config.choices(n) is not None]
 WITH_BOUNDS = [n for n in config.FIELDS if config.bounds(n) is not None]
 # A value of the wrong type for each declared type (without '| None').
@@ -117,7 +120,22 @@ def test_kl_penalty_names_verl_refuses_pass_the_config_and_fail_when_computed() 
         CreditConfig(kl_penalty="k4")
 
 
+def test_the_field_reference_is_made_from_the_declarations() -> None:
+    doc = (ROOT / "docs" / "CONFIG.md").read_text()
+    assert config.field_table() in doc, "docs/CONFIG.md is stale: paste engine.config.field_table() there"
+    table = config.field_table().splitlines()
+    assert len(table) == 2 + len(config.FIELDS)
+    assert "| `gamma` | `float` | `1.0` | [0, 1] | Discount γ" in config.field_table()
+    assert "| `std_ddof` | `int \\| None` | profile's | `0`, `1` |" in config.field_table()
+
+
 # ------------------------------------------------------------------------------------------------ profiles
+def test_readme_profile_table_is_made_from_the_profiles() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert profile_table() in readme, "README's profile table is stale: paste engine.profiles.profile_table() there"
+    assert profile_table().count("\n") == 1 + len(PROFILES)
+
+
 def test_a_profile_is_one_row_of_conventions_with_its_source() -> None:
     kgr1 = PROFILES["kg-r1"]
     assert kgr1.title == "KG-R1" and kgr1.source == "KG-R1 7538a53"

@@ -10,7 +10,7 @@ from dashboard import analysis, badges, exports, schemes, services, state, table
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.figures.designer import make_before_after_figure, make_rank_change_figure
 from dashboard.state import K
-from engine import runnable
+from engine import config, runnable
 from engine.config import FIELD_HELP
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
@@ -74,8 +74,8 @@ with left:
         disabled=not ctx.info.has_log_probs,
         help=FIELD_HELP["kl_coef"],
     )
-    st.slider("γ", 0.0, 1.0, step=0.01, key=K.DS_GAMMA, help=FIELD_HELP["gamma"])
-    st.slider("λ", 0.0, 1.0, step=0.01, key=K.DS_LAM, help=FIELD_HELP["lam"])
+    st.slider("γ", *config.bounds("gamma"), step=0.01, key=K.DS_GAMMA, help=FIELD_HELP["gamma"])
+    st.slider("λ", *config.bounds("lam"), step=0.01, key=K.DS_LAM, help=FIELD_HELP["lam"])
     st.toggle("Divide by group std", key=K.DS_NORM_STD, help=FIELD_HELP["norm_adv_by_std_in_grpo"])
     st.toggle("State masking", key=K.DS_MASKING, help=FIELD_HELP["state_masking"])
 

@@ -1,0 +1,156 @@
+"""Profiles: each reference trainer's conventions, one declared table.
+
+A ``Profile`` sets every convention field of ``CreditConfig`` (the fields declared with ``convention(...)`` in
+``engine.config``) to the value its trainer, at the named commit, hard-codes; ``CreditConfig(profile=...)`` fills
+each convention left unset from it. Profiles derive from ``VERL`` by naming what differs, so the table reads as
+the references' differences (CONVENTIONS.md §8 prints it cell by cell; a test keeps the two equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One reference trainer's conventions: the value of every ``convention`` field of ``CreditConfig``.
+
+    ``title`` names it in words ("KG-R1" profile), ``source`` is the repository and commit it reproduces, ``summary``
+    what sets it apart; ``help`` joins the two for the dashboard."""
+
+    name: str
+    title: str
+    source: str
+    summary: str
+    conventions: Mapping[str, object]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conventions", MappingProxyType(dict(self.conventions)))
+
+    @property
+    def help(self) -> str:
+        return f"{self.source}: {self.summary}"
+
+    def derive(self, name: str, title: str, source: str, summary: str, **changes) -> Profile:
+        """A profile with this one's conventions except ``changes``."""
+        unknown = set(changes) - set(self.conventions)
+        if unknown:
+            raise ValueError(f"Profile {name!r}: {sorted(unknown)} are not conventions")
+        return Profile(name, title, source, summary, {**self.conventions, **changes})
+
+
+VERL = Profile(
+    "verl",
+    "verl",
+    "verl-project/verl 1dda039b (2026-08)",
+    "hole-skipping GAE, REINFORCE++ carries returns through holes; v1 multi-row sessions broadcast the final "
+    "row's GRPO advantage.",
+    dict(
+        advantage_mask="action",
+        gae_skip_holes=True,
+        gae_value_mask="none",
+        reinforce_hole_mode="carry",
+        std_ddof=1,
+        grpo_var_floor=0.0,
+        rloo_singleton="raw",
+        rfpp_baseline_scope="token",
+        kl_plus_variants=True,
+        sum_norm_divides_by_seqs=True,
+        token_sum_supported=True,
+        otb_handle_zero_tail=True,
+        global_exclude_prefixes=("_",),
+        turn_score_reduce="mean",
+        broadcast_group_key="prompt",
+        broadcast_reward="last_step",
+        broadcast_read="first",
+    ),
+)
+# Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
+_OLD_VERL = dict(
+    advantage_mask="attention",
+    gae_skip_holes=False,
+    kl_plus_variants=False,
+    sum_norm_divides_by_seqs=False,
+    token_sum_supported=False,
+    otb_handle_zero_tail=False,
+)
+# rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
+_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean")
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        VERL,
+        VERL.derive(
+            "verl-legacy",
+            "legacy verl",
+            "volcengine/verl b178a3c (2026-01)",
+            "REINFORCE++ resets at holes, old sum-norm, no token-sum, var floor, no k1+, OTB without zero-tail "
+            "handling.",
+            reinforce_hole_mode="reset",
+            grpo_var_floor=1e-6,
+            kl_plus_variants=False,
+            sum_norm_divides_by_seqs=False,
+            token_sum_supported=False,
+            otb_handle_zero_tail=False,
+        ),
+        VERL.derive(
+            "search-r1",
+            "Search-R1",
+            "Search-R1 a14dc3a",
+            "advantages over the attention mask (info tokens included), GAE without hole skipping, last token "
+            "bootstraps from the first padding value.",
+            **_OLD_VERL,
+            gae_value_mask="attention_shifted",
+        ),
+        VERL.derive(
+            "kg-r1",
+            "KG-R1",
+            "KG-R1 7538a53",
+            "old-verl GAE over the attention mask, '_otc_scaling_factor'/'_kg_turns_used' leak into the global "
+            "reward, mean turn reward.",
+            **_OLD_VERL,
+            gae_value_mask="attention",
+            global_exclude_prefixes=("_raw_",),
+        ),
+        # rLLM's unified trainer: rLLM-native estimators on trajectory rewards, per TrajectoryGroup (task).
+        VERL.derive(
+            "rllm",
+            "rLLM",
+            "rLLM 9beb6e0 unified trainer",
+            "rLLM-native estimators (population std, RF++-baseline over centred trajectory rewards), one scalar "
+            "per trajectory grouped by task, trajectory reward = Σ step rewards.",
+            **_RLLM,
+            std_ddof=0,
+            rfpp_baseline_scope="trajectory_popstd",
+        ),
+        # rLLM's AgentWorkflowPPOTrainer: verl's estimators; uid = step id, so broadcast groups split by last step.
+        VERL.derive(
+            "rllm-workflow",
+            "rLLM workflow",
+            "rLLM 9beb6e0 AgentWorkflowPPOTrainer",
+            "verl's estimators (unbiased std); stepwise broadcast grouped by (task, last-step index) because uid = "
+            "step id, so rollouts of different lengths split.",
+            **_RLLM,
+            broadcast_group_key="prompt_and_last_step",
+        ),
+        # rLLM's legacy AgentPPOTrainer: verl's estimators; broadcast groups are the prompt uid.
+        VERL.derive(
+            "rllm-legacy",
+            "rLLM legacy",
+            "rLLM 7982c508 AgentPPOTrainer",
+            "verl's estimators; stepwise broadcast grouped by the prompt uid, per-step groups = k-th steps of a "
+            "prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
+            **_RLLM,
+        ),
+    )
+}
+
+
+def profile_table() -> str:
+    """The README's profile table: each profile and what it reproduces."""
+    rows = ["| profile | what it reproduces |", "|---|---|"]
+    rows += [f"| `{p.name}` | {p.help} |" for p in PROFILES.values()]
+    return "\n".join(rows)
