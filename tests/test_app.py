@@ -12,11 +12,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
+from synthetic_runs import synthetic_kgqa, synthetic_long, synthetic_python_tool
 
 from dashboard import analysis, exports, schemes, sources, tables, tokens_html
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K, cfg_key
-from dashboard.testing import synthetic_kgqa, synthetic_long, synthetic_python_tool
 from engine import CreditConfig, compute_credit, list_estimators
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,11 +8,11 @@ import re
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from synthetic_runs import synthetic_kgqa, synthetic_python_tool
 from test_app import charts, html_text, new_app, no_errors
 
 from dashboard import badges, tables
 from dashboard.state import K, cfg_key
-from dashboard.testing import synthetic_kgqa, synthetic_python_tool
 from engine import CreditConfig, compute_credit, get_estimator
 
 

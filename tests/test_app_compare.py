@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from synthetic_runs import synthetic_kgqa
 
 from dashboard import analysis, compare_model, schemes, tables
 from dashboard.figures.compare import (
@@ -21,7 +22,6 @@ from dashboard.figures.compare import (
 from dashboard.figures.groups import make_group_heatmap_figure
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
-from dashboard.testing import synthetic_kgqa
 from engine import CreditConfig, compute_credit
 from engine.io import load_run
 

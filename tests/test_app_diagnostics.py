@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+from synthetic_runs import synthetic_kgqa, synthetic_long
 from test_app import APP, HOSTILE, charts, html_text, new_app, no_errors  # noqa: F401 (charts: hostile figures)
 
 from dashboard import diagnostics, schemes, sources, tokens_html
 from dashboard.state import K
-from dashboard.testing import synthetic_kgqa, synthetic_long
 from engine import CreditConfig
 from engine.lint import Finding
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+from synthetic_runs import synthetic_kgqa, synthetic_long
 from test_app import APP, PAGES, html_text, no_errors
 
+from benchmarks.big_run import DEFAULT_SCHEME
 from dashboard import bigrun, budget, services, sidebar, state
 from dashboard.state import K
-from dashboard.testing import synthetic_kgqa, synthetic_long
 from engine import CreditConfig, TrajectoryBatch, compute_credit
 from engine.io import load_run, save_run
-from engine.io.bench_big import DEFAULT_SCHEME
 from engine.io.load import save_trajectories
 from engine.io.synth.generic import iter_synth, synth_name, synth_run
 

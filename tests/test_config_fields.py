@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from benchmarks.batches import synthetic_batch
 from dashboard import exports
 from dashboard.state import cfg_key
 from engine import PROFILES, CreditConfig, compute_credit, config
-from engine.bench import synthetic_batch
 from engine.cli_compute import add_scheme_options, option_help, scheme_from_args
 from engine.profiles import profile_table
 

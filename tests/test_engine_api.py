@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.batches import synthetic_batch
+from benchmarks.credit import main as bench_main
+from benchmarks.reference_loops import gae_loop
 from engine import (
     ESTIMATORS,
     FIELD_HELP,
@@ -22,10 +25,7 @@ from engine import (
     get_estimator,
     list_estimators,
 )
-from engine.bench import main as bench_main
-from engine.bench import synthetic_batch
 from engine.config import STEPWISE_MODES
-from engine.reference_loops import gae_loop
 from engine.registry import register_estimator
 
 ENGINE_DIR = Path(__file__).resolve().parents[1] / "engine"
@@ -419,8 +419,8 @@ def test_engine_never_imports_ui_libraries():
 MATHS = {
     f"engine/{name}.py"
     for name in (
-        "aggregation", "batch", "config", "credit", "groups", "kl", "masked", "registry", "rllm", "scan", "shaping",
-        "reference_loops", "bench",
+        "aggregation", "batch", "config", "credit", "groups", "kl", "masked", "profiles", "registry", "rllm", "scan",
+        "shaping", "stages",
     )
 } | {str(p.relative_to(ENGINE_DIR.parent)) for p in (ENGINE_DIR / "estimators").glob("*.py")}  # fmt: skip
 

@@ -5,7 +5,7 @@
 * junk on holes (values, rewards at masked positions) never reaches verl-profile GAE advantages on valid tokens;
 * GRPO is zero-mean per group; RLOO is s_i − mean_{j≠i} s_j;
 * GAE at λ = 1 is the discounted reward-to-go minus the values, at λ = 0 the TD error;
-* the vectorized scans equal the loops of ``engine.reference_loops`` (written like the references) for random
+* the vectorized scans equal the loops of ``benchmarks.reference_loops`` (written like the references) for random
   masks with holes: the discounted scan, GAE (skip and no-skip), REINFORCE++ (carry and reset), GRPO, RLOO and
   rLLM's per-step MC returns and advantages.
 
@@ -22,12 +22,7 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from engine import ESTIMATORS, PROFILES, CreditConfig, TrajectoryBatch, compute_credit
-from engine.config import LOSS_AGG_MODES, STEPWISE_MODES
-from engine.estimators.gae import compute_gae_advantage_return, gae_raw
-from engine.estimators.outcome import rloo_scalar
-from engine.estimators.returns import reinforce_plus_plus
-from engine.reference_loops import (
+from benchmarks.reference_loops import (
     discounted_cumsum_loop,
     gae_loop,
     grpo_loop,
@@ -36,6 +31,11 @@ from engine.reference_loops import (
     reinforce_pp_loop,
     rloo_loop,
 )
+from engine import ESTIMATORS, PROFILES, CreditConfig, TrajectoryBatch, compute_credit
+from engine.config import LOSS_AGG_MODES, STEPWISE_MODES
+from engine.estimators.gae import compute_gae_advantage_return, gae_raw
+from engine.estimators.outcome import rloo_scalar
+from engine.estimators.returns import reinforce_plus_plus
 from engine.registry import EstimatorInput, get_estimator
 from engine.rllm import mc_returns
 from engine.scan import discounted_reverse_cumsum

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.batches import synthetic_batch
 from engine import CreditConfig, list_estimators
-from engine.bench import synthetic_batch
 from engine.lint.groups import singleton_convention, uses_group_std
 from engine.registry import NEEDS, batch_provides, estimator_table, register_estimator
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from benchmarks.batches import synthetic_batch
 from engine import CreditConfig
-from engine.bench import synthetic_batch
 from engine.runnable import RunHas, placements, runnable, scheme_fixes
 
 NOTHING = RunHas(values=False, log_probs=False, token_scores=False)

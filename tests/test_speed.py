@@ -1,17 +1,12 @@
 """Cheap checks of the speed work: the token HTML cache, the server's torch thread setting, and the pure helpers
-of scripts/bench_dashboard.py (the benchmark itself runs a browser and is not a test; it asserts nothing)."""
+of benchmarks/dashboard_speed.py (the benchmark itself runs a browser and is not a test; it asserts nothing)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pandas as pd
 
+from benchmarks import dashboard_speed as bench_dashboard
 from dashboard import services, tokens_html
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-import bench_dashboard  # noqa: E402
 
 
 def _table(adv: float) -> pd.DataFrame:
@@ -171,16 +166,16 @@ def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) 
 
 
 def test_wire_session_gets_the_pages_a_browser_gets(tmp_path) -> None:
-    """The benchmark's browserless sessions (scripts/wire_session.py) against a real `streamlit run app.py`: the
+    """The benchmark's browserless sessions (benchmarks/wire_session.py) against a real `streamlit run app.py`: the
     first run opens the linked run, a navigation request runs the page it names, and what comes back is that
     page's content (no exception); an unknown page is refused before anything is sent."""
     import asyncio
 
     import pytest
     from browser_support import start_server, stop_server
-    from wire_session import WireSession
 
     import app
+    from benchmarks.wire_session import WireSession
     from engine.io import save_run
     from engine.io.synth import synth_run
 

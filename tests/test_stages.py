@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 import torch
 
+from benchmarks.batches import synthetic_batch
 from engine import CreditConfig, TrajectoryBatch, compute_credit
 from engine import stages as S
-from engine.bench import synthetic_batch
 from engine.scan import TurnSegments
 
 # one prompt, two rollouts; tokens: action, action, tool, action | padding

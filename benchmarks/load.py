@@ -1,4 +1,4 @@
-"""Load benchmark: ``python -m engine.io.bench [--trajectories 10000] [--tokens 2000]``.
+"""Load benchmark: ``python -m benchmarks.load [--trajectories 10000] [--tokens 2000]``.
 
 Writes a seeded synthetic run (token ids, behaviour/reference log-probs and values on every token) as native
 JSONL and Parquet into a temporary directory, then times ``load_run`` on each and ``Run.to_batch``. Prints
@@ -24,7 +24,7 @@ def _timed(fn):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.io.bench", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__.splitlines()[0])
     p.add_argument("--trajectories", type=int, default=10_000)
     p.add_argument("--tokens", type=int, default=2_000)
     p.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,4 @@
-"""Big-run benchmark: ``python -m engine.io.bench_big [--trajectories 50000] [--tokens 1000] [--format parquet]``.
+"""Big-run benchmark: ``python -m benchmarks.big_run [--trajectories 50000] [--tokens 1000] [--format parquet]``.
 
 Streams a seeded synthetic run (``iter_synth``: token ids, log-probs, reference log-probs and values on every
 token) to a temporary file, then, in a fresh Python process (so that the peak RSS is the work's own), does
@@ -6,7 +6,7 @@ what the dashboard server does with it: ``load_run`` with a progress callback, `
 ``Run.to_batch`` and ``compute_credit`` under the dashboard's default scheme, then under a second scheme (GRPO)
 while the first result is still held. After each stage it prints the stage's time, the RSS now and the peak
 RSS so far (``VmHWM``). A run a tenth the size is measured the same way as the baseline. Nothing is
-asserted. ``--server`` measures the real dashboard instead (``scripts/bench_big_server.py``).
+asserted. ``--server`` measures the real dashboard instead (``benchmarks/big_server.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ import torch
 
 from engine.config import CreditConfig
 from engine.perf import release_free_memory
+
+ROOT = Path(__file__).resolve().parents[1]  # the repository: the child processes run from it
 
 # The dashboard's default scheme (dashboard/state.py DEFAULT_SCHEME, made runnable by services.effective_config:
 # the synthetic run has critic values and log-probs, so nothing changes); a test keeps the two equal.
@@ -144,10 +146,10 @@ def own_bytes(obj, others: tuple) -> int:
 
 def measure_in_child(path: Path, default_allocator: bool) -> dict:
     """``measure(path)`` in a fresh interpreter (its output passes through); the figures it returned."""
-    cmd = [sys.executable, "-m", "engine.io.bench_big", "--measure", str(path)]
+    cmd = [sys.executable, "-m", "benchmarks.big_run", "--measure", str(path)]
     if default_allocator:
         cmd.append("--default-allocator")
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True, cwd=ROOT)
     *lines, last = proc.stdout.rstrip("\n").split("\n")
     print("\n".join(lines), flush=True)
     return json.loads(last)
@@ -155,7 +157,7 @@ def measure_in_child(path: Path, default_allocator: bool) -> dict:
 
 # ---------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m engine.io.bench_big", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.big_run", description=__doc__.splitlines()[0])
     p.add_argument("--trajectories", type=int, default=50_000)
     p.add_argument("--tokens", type=int, default=1_000, help="response tokens per trajectory (at most)")
     p.add_argument("--format", choices=("parquet", "jsonl"), default="parquet")
@@ -163,12 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="write (and keep) the run files here instead of a temporary folder")
     p.add_argument("--no-baseline", action="store_true", help="skip the run a tenth the size")
     p.add_argument("--default-allocator", action="store_true", help="leave glibc's mmap threshold as it is")
-    p.add_argument("--server", action="store_true", help="measure the real dashboard (scripts/bench_big_server.py)")
+    p.add_argument("--server", action="store_true", help="measure the real dashboard (benchmarks/big_server.py)")
     p.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # the child process's job
     args, rest = p.parse_known_args(argv)
-    if args.server:  # the dashboard lives outside the engine: run its script
-        script = Path(__file__).resolve().parents[2] / "scripts" / "bench_big_server.py"
-        return subprocess.run([sys.executable, str(script), *(argv if argv is not None else sys.argv[1:])]).returncode
+    if args.server:
+        cmd = [sys.executable, "-m", "benchmarks.big_server", *(argv if argv is not None else sys.argv[1:])]
+        return subprocess.run(cmd, cwd=ROOT).returncode
     if rest:
         p.error(f"unrecognized arguments: {' '.join(rest)}")
     if not args.default_allocator:

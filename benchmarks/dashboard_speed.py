@@ -1,4 +1,4 @@
-"""How fast the dashboard answers, in a real browser: ``python scripts/bench_dashboard.py [--rounds 5] [--quick]``.
+"""How fast the dashboard answers, in a real browser: ``python -m benchmarks.dashboard_speed [--rounds 5] [--quick]``.
 
 One run measures three things against targets (printed beside each), each against a baseline measured in the same run:
 
@@ -14,13 +14,13 @@ One run measures three things against targets (printed beside each), each agains
 (b) Concurrency: eight people on one server switch to a page at once; the median of their times against one
     person switching alone, target: within 2×. People's browsers run on their own computers, so by default
     (part ``concurrency``) one real browser session is timed while the other seven are ``WireSession``s
-    (``scripts/wire_session.py``): they speak Streamlit's websocket protocol as the frontend does, so the server
+    (``benchmarks/wire_session.py``): they speak Streamlit's websocket protocol as the frontend does, so the server
     runs their scripts and builds and sends every delta, but nothing is drawn on this machine. The browser's
     switch alone, then with all eight at once, ``--own-rounds`` times per page. Part ``concurrency-here`` also
     puts all eight browsers on this machine (eight browser contexts) and prints the server's and the browsers'
     CPU seconds per page render, which bound what 2 shared cores can do: there the eight browsers' drawing,
     not the server, sets the ratio.
-(c) Cold first paint (``bench_first_paint``): a fresh ``streamlit run app.py`` until its first coloured token,
+(c) Cold first paint (``benchmarks.first_paint``): a fresh ``streamlit run app.py`` until its first coloured token,
     against a bare Streamlit app drawing the same kinds of elements, started alternately in the same run.
     Target: CreditLens at most 1 s slower.
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # browser_support: the tests' Chromium helpers
 
 LONG_RUN = "long64x2048.parquet"
 TARGET_S = 1.0  # (a): every interaction settles within this
@@ -50,7 +50,7 @@ CONCURRENT_RATIO = 2.0  # (b): eight sessions' median within this many times one
 FIRST_PAINT_EXTRA_S = 1.0  # (c): CreditLens's cold first paint at most this much after the bare app's
 SESSIONS = 8
 WAIT_S = 120
-# Navigation title → text its page shows when drawn (as scripts/bench_big_server.py and tests/test_multiuser.py).
+# Navigation title → text its page shows when drawn (as benchmarks/big_server.py and tests/test_multiuser.py).
 PAGES = (
     ("Run overview", "overview"),
     ("Compare schemes", "compare"),
@@ -366,7 +366,7 @@ async def concurrency_own_machines(browser, url: str, rounds: int) -> list[str]:
     the server builds and sends them every delta, nothing is drawn here). The browser's page switch is timed
     alone, then while all ``SESSIONS`` switch at once; the wire sessions' own times (request → run ended, before
     any drawing) are printed beside. The lines to print."""
-    from wire_session import WireSession
+    from benchmarks.wire_session import WireSession
 
     paths = dict(PAGES)
     query = f"page=overview&run=data:{LONG_RUN}"
@@ -459,10 +459,11 @@ async def browser_part(args, server) -> tuple[str, list[str]]:
 
 
 def first_paint_part(rounds: int) -> list[str]:
-    """(c), by ``bench_first_paint``'s measurement: CreditLens and the bare app alternately, cold."""
-    from bench_first_paint import BASELINE_APP, first_paint
+    """(c), by ``benchmarks.first_paint``'s measurement: CreditLens and the bare app alternately, cold."""
     from browser_support import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
+
+    from benchmarks.first_paint import BASELINE_APP, first_paint
 
     print(f"(c) cold first paint, {rounds} rounds (CreditLens / bare app, from process start)", flush=True)
     times: dict[str, list[float]] = {"CreditLens": [], "bare": []}
@@ -508,7 +509,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from engine.io.synth import synth_run
 
     print(
-        f"bench_dashboard {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
+        f"benchmarks.dashboard_speed {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, "
         f"load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )

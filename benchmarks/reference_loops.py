@@ -1,7 +1,7 @@
 """Deliberately naive loop implementations, written the way the reference trainers write them.
 
 They are the yardstick for the vectorized engine: tests check ``engine == loop`` on random masks with holes, and
-``engine.bench`` times both on the same inputs. Nothing here is used by ``compute_credit``.
+``benchmarks.credit`` times both on the same inputs. Nothing here is used by ``compute_credit``.
 
 * GAE and REINFORCE++ loop over time t = T−1…0 in Python with a few [B] tensor ops per step (verl
   ``core_algos.compute_gae_advantage_return`` / ``compute_reinforce_plus_plus_outcome_advantage``): cost ∝ T.

@@ -1,7 +1,7 @@
 """A Streamlit session without a browser: ``WireSession`` speaks the app's websocket protocol (protobuf
 ``BackMsg`` out, ``ForwardMsg`` in) the way the Streamlit frontend does, so the server does for it exactly what it
 does for a person (one script run per request, every delta built and sent), while nothing is drawn on this
-machine. ``scripts/bench_dashboard.py`` uses it for people whose browsers run on computers of their own.
+machine. ``benchmarks/dashboard_speed.py`` uses it for people whose browsers run on computers of their own.
 
 What the frontend sends was read off the real one (Chromium on ``streamlit run app.py``): the first run carries
 the page's query string and no page hash; a click in the page navigation sends the target page's

@@ -1,7 +1,7 @@
-"""The real dashboard on a big run: ``python scripts/bench_big_server.py [--trajectories 50000] [--tokens 1000]``
-(also ``python -m engine.io.bench_big --server``).
+"""The real dashboard on a big run: ``python -m benchmarks.big_server [--trajectories 50000] [--tokens 1000]``
+(also ``python -m benchmarks.big_run --server``).
 
-Writes the synthetic run (``engine.io.bench_big``; kept in ``--dir`` and reused), starts ``streamlit run app.py``
+Writes the synthetic run (``benchmarks.big_run``; kept in ``--dir`` and reused), starts ``streamlit run app.py``
 with ``CREDITLENS_DATA_DIR`` pointing at it, opens it in headless Chromium (Debian's ``/usr/bin/chromium`` driven
 by Playwright, never a downloaded browser), picks the file under "Data directory", visits every page, then
 switches the sidebar's estimator to GRPO (a second scheme on the whole run). After each step it prints the time
@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from browser_support import CHROMIUM, CHROMIUM_ARGS, DONE_JS, HOST, IDLE_JS, free_port  # noqa: E402
 
-from engine.io.bench_big import write_run  # noqa: E402
+from benchmarks.big_run import write_run  # noqa: E402
 from engine.io.synth.generic import synth_name  # noqa: E402
 
 PAGES = (  # sidebar link text, what the page shows when it is done
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", default=None, help="where the run file is written and kept (default: a temporary folder)")
     p.add_argument("--timeout", type=float, default=600, help="seconds one step may take")
-    args, _ = p.parse_known_args(argv)  # also accepts engine.io.bench_big's own flags (--server, ...)
+    args, _ = p.parse_known_args(argv)  # also accepts benchmarks.big_run's own flags (--server, ...)
     with tempfile.TemporaryDirectory(prefix="creditlens-bench-") as tmp:
         folder = Path(args.dir or tmp)
         folder.mkdir(parents=True, exist_ok=True)

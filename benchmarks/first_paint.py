@@ -1,5 +1,5 @@
 """The token view's first paint after a cold server start, against a baseline measured in the same run:
-``python scripts/bench_first_paint.py [--rounds 6]``.
+``python -m benchmarks.first_paint [--rounds 6]``.
 
 Each round starts, in turn, ``streamlit run app.py`` and a baseline: a Streamlit app written to a temporary folder
 that draws the kinds of elements the token view draws (sidebar widgets, metrics, a selectbox, pills, an HTML block
