@@ -9,7 +9,7 @@ reused for exactly the inputs it was drawn from; an argument of a type this modu
 than being skipped. What is cached is shared: callers must not change it (``exports.titled`` copies a figure).
 
 What is built from an upload stays in that browser session's own cache (``session_only``), as everything else
-derived from an upload does (``services._per_run``).
+derived from an upload does (``cache.per_run``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Upload copies a killed server left behind, and removing them when a server starts.
 
-``services.load_upload`` writes each upload to a private temporary folder ``creditlens-upload-<pid>-<random>``
+``loading.load_upload`` writes each upload to a private temporary folder ``creditlens-upload-<pid>-<random>``
 (``<pid>``: the server's process id) and deletes it when the load ends. A server killed mid-load (``kill -9``,
 the OOM killer) cannot delete it: an 88 MB upload stayed in ``/tmp``. On start (``warmup.lifespan``) a server
 removes the upload folders in the temporary directory whose process is gone, and never one of a live process:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import bigrun, exports, schemes, services, sources, state
+from dashboard import bigrun, cache, exports, loading, schemes, services, sources, state
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
@@ -82,7 +82,7 @@ def engine_status(slot, ctx: Context | None, run_seconds: float) -> None:
 _plain = state.markdown_escape  # loader messages name files: Markdown characters escaped
 
 
-def _run_picker(progress: services.Progress) -> services.RunHandle | None:
+def _run_picker(progress: loading.Progress) -> cache.RunHandle | None:
     """The run source and run widgets; the opened run, or None (with a message) when there is none. ``progress``
     is called while a file or an upload is read."""
     ss = st.session_state
@@ -123,7 +123,7 @@ def _run_picker(progress: services.Progress) -> services.RunHandle | None:
         return None
     ss[K.RUN] = str(ref)
     try:
-        handle = services.open_run(ref, ss[K.UPLOADS], progress, _response_length())
+        handle = loading.open_run(ref, ss[K.UPLOADS], progress, _response_length())
     except KeyError:
         st.error(state.md("No such run: {}", ref))
     except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
@@ -148,7 +148,7 @@ def _response_length() -> int | None:
     return int(st.session_state.get(K.RESPONSE_LENGTH) or 0) or None
 
 
-def _upload(progress: services.Progress) -> RunRef | None:
+def _upload(progress: loading.Progress) -> RunRef | None:
     ss = st.session_state
     f = st.file_uploader(
         "Run file",
@@ -158,7 +158,7 @@ def _upload(progress: services.Progress) -> RunRef | None:
     upload_id = f"{f.file_id}:{_response_length()}" if f is not None else None
     if f is not None and upload_id not in ss[K.UPLOAD_IDS]:
         try:
-            loaded = services.load_upload(f.name, f.getvalue(), progress, _response_length())
+            loaded = loading.load_upload(f.name, f.getvalue(), progress, _response_length())
         except Exception as e:  # noqa: BLE001 - report any loader failure next to the uploader
             st.error(state.md("Could not load {}: {}: {}", f.name, type(e).__name__, e))
             return None

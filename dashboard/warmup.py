@@ -56,11 +56,11 @@ _thread: threading.Thread | None = None
 def landing_view():
     """(run handle, scheme, trajectory index) of a new session's first page: the default sample under the
     sidebar's default scheme as the sidebar fits it to the run, trajectory 0."""
-    from dashboard import services, state
+    from dashboard import loading, services, state
     from dashboard.sources import DEFAULT_SAMPLE, RunRef
     from engine.config import CreditConfig
 
-    handle = services.open_run(RunRef("sample", DEFAULT_SAMPLE), {})
+    handle = loading.open_run(RunRef("sample", DEFAULT_SAMPLE), {})
     info = services.run_info(handle)
     values = {f: getattr(state.DEFAULT_SCHEME, f) for f in state.CFG_FIELDS}
     values.update(state.fit_scheme(values, info, [e.name for e in services.available_estimators(info)]))
@@ -149,17 +149,17 @@ def preload_tokenizer(
     the latest. Returns the seconds both took. Through the services' lock, so a session that needs a tokenizer
     meanwhile waits for this load instead of importing transformers beside it."""
     deadline = time.monotonic() + max_wait
-    from dashboard import services
+    from dashboard import loading
     from engine.io.tokenize import get_backend, get_tokenizer
 
     wait_until_idle(min(backend_idle, idle), deadline)
     t0 = time.perf_counter()
-    services._tokenizer_safe(get_backend, None)
+    loading.tokenizer_safe(get_backend, None)
     seconds = time.perf_counter() - t0
     LOG.info("CreditLens warm-up: default tokenizer's backend loaded in %.2f s", seconds)
     wait_until_idle(idle, deadline)
     t0 = time.perf_counter()
-    services._tokenizer_safe(get_tokenizer, None)
+    loading.tokenizer_safe(get_tokenizer, None)
     return seconds + time.perf_counter() - t0
 
 

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import exports, figcache, services
-from dashboard.services import RunHandle
+from dashboard.cache import RunHandle
 from dashboard.state import K, md
 from dashboard.tables import RunInfo
 from engine import CreditConfig, CreditResult

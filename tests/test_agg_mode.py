@@ -69,10 +69,10 @@ def test_run_analytics_aggregation_table_is_the_same_as_computing_each_mode() ->
     computing the scheme once per mode gives."""
     import pandas as pd
 
-    from dashboard import analysis, services
+    from dashboard import analysis, loading, services
     from dashboard.sources import RunRef
 
-    h = services.open_run(RunRef("sample", "kgqa_multiturn"), {})
+    h = loading.open_run(RunRef("sample", "kgqa_multiturn"), {})
     b = services.batch(h)
     for cfg in (CreditConfig(estimator="gae"), CreditConfig(profile="verl-legacy", estimator="grpo")):
         got = services.variant_table(h, cfg, "loss_agg_mode", LOSS_AGG_MODES, analysis.aggregation_weights)

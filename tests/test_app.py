@@ -427,14 +427,14 @@ def test_upload_session_state_and_python_tool_modes() -> None:
 
 
 def test_loader_reads_uploaded_bytes() -> None:
-    from dashboard import services
+    from dashboard import loading
 
     src = sources.list_samples()["python_tool_two_rollouts"]
     f = src if src.is_file() else next(p for p in src.iterdir() if p.suffix == ".jsonl")
-    loaded = services.load_upload(f.name, f.read_bytes())
+    loaded = loading.load_upload(f.name, f.read_bytes())
     assert len(loaded.run.trajectories) == 2
     with pytest.raises(ValueError, match="limit"):
-        services.load_upload("big.jsonl", b"x" * (services.MAX_UPLOAD_BYTES + 1))
+        loading.load_upload("big.jsonl", b"x" * (loading.MAX_UPLOAD_BYTES + 1))
 
 
 def test_slider_rerender_on_64x2048_run() -> None:

@@ -12,7 +12,7 @@ from synthetic_runs import synthetic_kgqa, synthetic_long
 from test_app import APP, PAGES, html_text, no_errors
 
 from benchmarks.big_run import DEFAULT_SCHEME
-from dashboard import bigrun, budget, services, sidebar, state
+from dashboard import bigrun, budget, cache, loading, sidebar, state
 from dashboard.state import K
 from engine import CreditConfig, TrajectoryBatch, compute_credit
 from engine.io import load_run, save_run
@@ -193,11 +193,11 @@ def test_byte_budget_keeps_nothing_when_the_build_fails() -> None:
 
 
 def test_cache_budget_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(services.CACHE_MB_ENV, "64")
-    assert services.cache_budget_bytes() == 64 << 20
+    monkeypatch.setenv(cache.CACHE_MB_ENV, "64")
+    assert cache.cache_budget_bytes() == 64 << 20
     for bad in ("lots", "-5", "0"):
-        monkeypatch.setenv(services.CACHE_MB_ENV, bad)
-        assert services.cache_budget_bytes() == services.DEFAULT_CACHE_MB << 20
+        monkeypatch.setenv(cache.CACHE_MB_ENV, bad)
+        assert cache.cache_budget_bytes() == cache.DEFAULT_CACHE_MB << 20
 
 
 def test_even_groups_takes_whole_groups_and_the_kept_one() -> None:
@@ -221,7 +221,7 @@ def test_paging_and_search_helpers() -> None:
 def test_progress_reports_reading_then_hashing(tmp_path) -> None:
     save_run(synth_run(40, 32, seed=1), tmp_path / "r.parquet")
     seen = []
-    loaded = services._load_run(str(tmp_path / "r.parquet"), lambda f, msg: seen.append((f, msg)))
+    loaded = loading.read_run(str(tmp_path / "r.parquet"), lambda f, msg: seen.append((f, msg)))
     assert len(loaded.run) == 40 and seen[-1] == (1.0, "40 trajectories loaded")
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and any("row 40 of 40" in m for _, m in seen)

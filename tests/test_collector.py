@@ -73,11 +73,11 @@ def test_the_idle_thread_collects_once_page_runs_stop(no_automatic_gc) -> None:
 
 
 def test_a_big_computation_collects_first(no_automatic_gc, monkeypatch) -> None:
-    from dashboard import services
+    from dashboard import loading, services
     from dashboard.sources import RunRef
     from engine.config import CreditConfig
 
-    handle = services.open_run(RunRef("sample", "python_tool_two_rollouts"), {})
+    handle = loading.open_run(RunRef("sample", "python_tool_two_rollouts"), {})
     services.batch(handle)  # built (and collected before) here, not in the computation below
     monkeypatch.setattr(services, "COLLECT_BEFORE_BYTES", 0)  # every result counts as big
     ref = garbage_cycle()
@@ -89,23 +89,23 @@ def test_a_big_computation_collects_first(no_automatic_gc, monkeypatch) -> None:
 def test_a_sample_run_is_opened_without_a_collection(no_automatic_gc) -> None:
     """Only big files and runs collect first: on a fresh server a collection before the default sample's load
     walked every imported library ahead of the first page."""
-    from dashboard import services
+    from dashboard import loading, services
     from dashboard.sources import RunRef
 
     n = collector.collections()
-    handle = services.open_run(RunRef("sample", "kgqa_multiturn"), {})
+    handle = loading.open_run(RunRef("sample", "kgqa_multiturn"), {})
     services.batch(handle)
     assert collector.collections() == n
 
 
 def test_a_big_file_is_read_after_a_collection(no_automatic_gc) -> None:
     """The load's size decides: the same small sample file read as if it were 32 MB collects first."""
-    from dashboard import services, sources
+    from dashboard import loading, sources
 
     path = str(sources.sample_path("python_tool_two_rollouts"))
     n = collector.collections()
-    services._load_run(path, size=services.COLLECT_BEFORE_LOAD_BYTES - 1)
+    loading.read_run(path, size=loading.COLLECT_BEFORE_LOAD_BYTES - 1)
     assert collector.collections() == n
     ref = garbage_cycle()
-    services._load_run(path, size=services.COLLECT_BEFORE_LOAD_BYTES)
+    loading.read_run(path, size=loading.COLLECT_BEFORE_LOAD_BYTES)
     assert ref() is None and collector.collections() == n + 1

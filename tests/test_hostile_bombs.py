@@ -533,11 +533,11 @@ def test_jsonl_after_a_stray_bracket_line_is_read_as_jsonl(tmp_path, records):
 
 # ---------------------------------------------------------------------------------------------- dashboard
 def test_the_dashboard_upload_path_refuses_the_bomb(tmp_path):
-    from dashboard import services
+    from dashboard import loading
 
     data = _bomb_npz(tmp_path / "bomb.npz").read_bytes()
     with pytest.raises(ValueError, match=r"^bomb\.npz: member 'responses\.npy' declares 4,096\.0 MiB .*refused"):
-        services.load_upload("bomb.npz", data)
+        loading.load_upload("bomb.npz", data)
 
 
 def test_jsonl_record_cap_unchanged(tmp_path):

@@ -515,7 +515,7 @@ def test_stale_upload_folders_are_removed_and_live_ones_kept(tmp_path):
 
 
 def test_uploads_are_copied_under_the_server_pid_prefix(monkeypatch):
-    from dashboard import services
+    from dashboard import loading
 
     seen = {}
 
@@ -525,8 +525,8 @@ def test_uploads_are_copied_under_the_server_pid_prefix(monkeypatch):
         return loaded
 
     loaded = SimpleNamespace(problems=[])
-    monkeypatch.setattr(services, "_load_run", fake_load)
-    assert services.load_upload("run.jsonl", b"{}\n") is loaded
+    monkeypatch.setattr(loading, "read_run", fake_load)
+    assert loading.load_upload("run.jsonl", b"{}\n") is loaded
     assert seen["exists"] and seen["dir"].name.startswith(f"creditlens-upload-{os.getpid()}-")
     assert not seen["dir"].exists()  # removed after the load, as before
 
@@ -587,14 +587,14 @@ def test_truncated_flag_of_tagged_text_and_nemo_gym_must_be_a_boolean(tmp_path, 
 def test_upload_problems_name_the_file_as_uploaded_not_the_servers_temporary_folder():
     """An upload is read from a copy in the server's temporary folder; its problems and errors named that copy
     (``/tmp/creditlens-upload-<pid>-…/run.jsonl``), which tells the browser user the server's paths."""
-    from dashboard import services
+    from dashboard import loading
 
     good = (SAMPLES / "python_tool_two_rollouts" / "run.jsonl").read_bytes()
-    loaded = services.load_upload("run.jsonl", good + b"not json\n")
+    loaded = loading.load_upload("run.jsonl", good + b"not json\n")
     assert [(p.file, p.line, p.reason) for p in loaded.problems] == [
         ("run.jsonl", 4, "invalid JSON: Expecting value at column 1")
     ]
     with pytest.raises(ValueError) as err:
-        services.load_upload("notes.jsonl", b"hello\n")
+        loading.load_upload("notes.jsonl", b"hello\n")
     assert str(err.value).startswith("cannot detect the format of notes.jsonl: ")
     assert "creditlens-upload" not in str(err.value)

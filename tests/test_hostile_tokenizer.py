@@ -612,16 +612,16 @@ OUTSIDE_CASES = {
 def test_a_dashboard_load_never_opens_a_tokenizer_outside_its_roots(roots, case: str, via: str) -> None:
     """The run header names the tokenizer: refused without opening it, reported at line 1, token ids kept, text
     shown with the default tokenizer, and the run's tokenizer is the default (so no later view opens it either)."""
-    from dashboard import services
+    from dashboard import loading
     from dashboard.sources import RunRef
 
     name, why = (s.format(outside=roots.outside, data=roots.data) for s in OUTSIDE_CASES[case])
     path = _run_file(roots.data, name, name=f"{case}-{via}.jsonl")
     if via == "data_dir":
-        h = services.open_run(RunRef("data", path.name), {})
+        h = loading.open_run(RunRef("data", path.name), {})
         loaded, file = h.loaded, str(path)
     else:
-        loaded = services.load_upload(path.name, path.read_bytes())
+        loaded = loading.load_upload(path.name, path.read_bytes())
         (problem,) = loaded.problems
         file = problem.file  # the upload's private temporary copy
         assert Path(file).name == path.name

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from benchmarks import dashboard_speed as bench_dashboard
-from dashboard import services, tokens_html
+from dashboard import loading, services, tokens_html
 
 
 def _table(adv: float) -> pd.DataFrame:
@@ -73,13 +73,13 @@ def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeyp
     calls = []
     monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: calls.append(("tokenizer", name)))
     monkeypatch.setattr(tokenize, "get_backend", lambda name=None: calls.append(("backend", name)))
-    real = services._tokenizer_safe
+    real = loading.tokenizer_safe
 
     def safe(fn, *args):
         calls.append(("lock", fn.__name__ if hasattr(fn, "__name__") else fn))
         return real(fn, *args)
 
-    monkeypatch.setattr(services, "_tokenizer_safe", safe)
+    monkeypatch.setattr(loading, "tokenizer_safe", safe)
     assert warmup.preload_tokenizer(idle=0) >= 0
     assert calls == [("lock", "<lambda>"), ("backend", None), ("lock", "<lambda>"), ("tokenizer", None)]
 

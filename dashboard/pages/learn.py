@@ -9,7 +9,7 @@ python_tool_two_rollouts.
 import numpy as np
 import streamlit as st
 
-from dashboard import analysis, services, tables, teach, tokens_html, widgets
+from dashboard import analysis, loading, services, tables, teach, tokens_html, widgets
 from dashboard.figures.compare import make_scheme_rows_figure
 from dashboard.sources import RunRef
 from dashboard.state import K, markdown_escape, md
@@ -381,7 +381,7 @@ with tab_b:
         "summarised with its numbers in docs/CONVENTIONS.md §7.2."
     )
     try:
-        h2 = services.open_run(RunRef("sample", PYTHON_TOOL_SAMPLE), {})
+        h2 = loading.open_run(RunRef("sample", PYTHON_TOOL_SAMPLE), {})
         info2 = services.run_info(h2)
         if info2.trajectories == 0:
             raise ValueError("no usable trajectory")
