@@ -9,6 +9,8 @@ import time
 
 import streamlit as st
 
+from dashboard.theme import STARTUP_TEXT  # imports numpy here, in the main thread, before the warm-up thread
+
 PAGES = (
     ("dashboard/pages/overview.py", "Run overview", "overview", ":material/dashboard:"),
     ("dashboard/pages/tokens.py", "Token view", "tokens", ":material/text_fields:"),
@@ -23,7 +25,8 @@ PAGES = (
 
 HOME = "tokens"  # the page "/" shows
 STARTING = (
-    '<p style="color:#57606a">Starting CreditLens: loading the engine (PyTorch) and computing the first view…</p>'
+    f'<p style="color:{STARTUP_TEXT}">Starting CreditLens: loading the engine (PyTorch) and computing the first'
+    " view…</p>"
 )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dashboard.theme import BADGE_COLORS, BADGE_OFF_COLORS, MUTED_TEXT
 from dashboard.tokens_html import escape
 from engine import get_estimator
 
@@ -43,32 +44,28 @@ BADGES: dict[str, Badge] = {
         Badge(
             "truncated",
             "orange",
-            "#fde6cc",
-            "#8a4b00",
+            *BADGE_COLORS["truncated"],
             "The rollout ran into the response length limit (metadata.truncated): its end is cut off, and its "
             "reward may be a penalty or missing. Some trainers mask such rows out (mask_truncated_samples).",
         ),
         Badge(
             "synthesized",
             "violet",
-            "#ece3fb",
-            "#5b2a9e",
+            *BADGE_COLORS["synthesized"],
             "The loader made up fields this source did not record (metadata.synthesized): numbers computed from "
             "them (critic values → GAE, log-probs → KL) are illustrative, not the trainer's.",
         ),
         Badge(
             "excluded",
             "gray",
-            "#e6e8eb",
-            "#3d464d",
+            *BADGE_COLORS["excluded"],
             "The trainer excluded this rollout from the loss (metadata.exclude_from_loss): its action mask is 0, "
             "so no gradient lands on it whatever its advantage.",
         ),
         Badge(
             "singleton",
             "blue",
-            "#dcebf7",
-            "#0b4f82",
+            *BADGE_COLORS["singleton"],
             "The only rollout of its prompt (a group of 1): there is no group baseline. verl's GRPO then uses "
             "mean 0 and std 1, so the advantage is the raw score; RLOO keeps the raw score too; RLOO-vectorized "
             "gives 0; GRPO pass@k refuses the run.",
@@ -76,8 +73,7 @@ BADGES: dict[str, Badge] = {
         Badge(
             "zero-variance",
             "red",
-            "#fbe0de",
-            "#9b1c14",
+            *BADGE_COLORS["zero-variance"],
             "Every rollout of this prompt got the same score under this scheme: group-centred advantages (GRPO, "
             "Dr.GRPO, RLOO, …) are 0, so the prompt teaches nothing under them.",
         ),
@@ -197,7 +193,9 @@ def pills_html(names: Iterable[str], fields: Sequence[str] = (), prefix: str = "
             f"padding:1px 9px;margin:0 4px 2px 0;font-size:0.8rem;font-weight:600;line-height:1.5;cursor:help'>"
             f"{escape(label)}</span>"
         )
-    lead = f"<span style='color:#5f6b73;font-size:0.85rem;margin-right:6px'>{escape(prefix)}</span>" if prefix else ""
+    lead = (
+        f"<span style='color:{MUTED_TEXT};font-size:0.85rem;margin-right:6px'>{escape(prefix)}</span>" if prefix else ""
+    )
     return f"<div class='cl-badges' style='margin:2px 0 6px 0'>{lead}{''.join(pills)}</div>"
 
 
@@ -206,7 +204,7 @@ def counts_html(counts: dict[str, int], total: int) -> str:
     pills = []
     for n, k in counts.items():
         b = BADGES[n]
-        bg, fg = (b.background, b.foreground) if k else ("#f3f4f5", "#8a949b")
+        bg, fg = (b.background, b.foreground) if k else BADGE_OFF_COLORS
         pills.append(
             f"<span class='cl-badge' title='{escape(BADGES[n].tip)}' style='display:inline-block;background:{bg};"
             f"color:{fg};border-radius:999px;padding:2px 10px;margin:0 6px 4px 0;font-size:0.85rem;"

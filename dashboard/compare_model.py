@@ -12,7 +12,24 @@ import numpy as np
 import pandas as pd
 
 from dashboard import schemes
-from dashboard.theme import FONT_FAMILY, MONO_FAMILY, SCHEME_COLORS, diverging_css
+from dashboard.theme import (
+    FAINT_TEXT,
+    FONT_FAMILY,
+    MONO_FAMILY,
+    MUTED_TEXT,
+    OUT_OF_LOSS_FILL,
+    OUT_OF_LOSS_HATCH,
+    OUT_OF_LOSS_INK,
+    PAGE_BACKGROUND,
+    SCHEME_COLORS,
+    SWATCH_TEXT,
+    TABLE_BORDER,
+    TABLE_HEAD_RULE,
+    TABLE_RULE,
+    TOKEN_ROW_BACKGROUND,
+    TURN_RULE,
+    diverging_css,
+)
 from dashboard.tokens_html import escape
 from engine.config import STEPWISE_MODES, CreditConfig
 from engine.registry import ESTIMATORS
@@ -171,21 +188,21 @@ def step_sentence(df: pd.DataFrame, rollout: str, gamma: float) -> str:
 # ---------------------------------------------------------------------------------------------- aligned grid
 GRID_CSS = f"""
 <style>
-.cl-grid-wrap {{ overflow-x: auto; overflow-y: hidden; border: 1px solid #cfd8dc; border-radius: 6px;
+.cl-grid-wrap {{ overflow-x: auto; overflow-y: hidden; border: 1px solid {TABLE_BORDER}; border-radius: 6px;
   max-width: 100%; }}
 table.cl-grid {{ border-collapse: separate; border-spacing: 0; font-family: {MONO_FAMILY}; font-size: 15px; }}
-table.cl-grid th.cl-lab {{ position: sticky; left: 0; z-index: 2; background: #ffffff; text-align: left;
+table.cl-grid th.cl-lab {{ position: sticky; left: 0; z-index: 2; background: {PAGE_BACKGROUND}; text-align: left;
   font-family: {FONT_FAMILY}; font-size: 14px; font-weight: 600; min-width: 240px; max-width: 300px;
   white-space: normal; overflow-wrap: normal; word-break: normal; padding: 4px 10px;
-  border-right: 2px solid #90a4ae; border-bottom: 1px solid #eceff1; }}
+  border-right: 2px solid {TABLE_HEAD_RULE}; border-bottom: 1px solid {TABLE_RULE}; }}
 table.cl-grid td {{ white-space: pre; padding: 3px 5px; text-align: center; min-width: 2.2em;
-  border-bottom: 1px solid #eceff1; }}
-table.cl-grid tr.cl-pos td {{ font-size: 11px; color: #78909c; padding: 1px 4px; }}
-table.cl-grid tr.cl-tok td {{ font-weight: 600; background: #fafafa; }}
-table.cl-grid tr.cl-tok td.cl-tool {{ color: #5f6b73; font-style: italic; font-weight: 400; }}
-table.cl-grid td.cl-ts {{ border-left: 2px solid #37474f; }}
-table.cl-grid td.cl-out {{ background-color: #e4e7ea; color: #607d8b;
-  background-image: repeating-linear-gradient(135deg, rgba(70,70,70,0.28) 0 2px, transparent 2px 7px); }}
+  border-bottom: 1px solid {TABLE_RULE}; }}
+table.cl-grid tr.cl-pos td {{ font-size: 11px; color: {FAINT_TEXT}; padding: 1px 4px; }}
+table.cl-grid tr.cl-tok td {{ font-weight: 600; background: {TOKEN_ROW_BACKGROUND}; }}
+table.cl-grid tr.cl-tok td.cl-tool {{ color: {MUTED_TEXT}; font-style: italic; font-weight: 400; }}
+table.cl-grid td.cl-ts {{ border-left: 2px solid {TURN_RULE}; }}
+table.cl-grid td.cl-out {{ background-color: {OUT_OF_LOSS_FILL}; color: {OUT_OF_LOSS_INK};
+  background-image: repeating-linear-gradient(135deg, {OUT_OF_LOSS_HATCH} 0 2px, transparent 2px 7px); }}
 table.cl-grid td.cl-v {{ font-size: 14px; }}
 </style>
 """
@@ -219,7 +236,7 @@ def aligned_grid_html(
     def tscls(j: int) -> str:
         return " cl-ts" if ts[j] else ""
 
-    out.append("<tr class='cl-pos'><th class='cl-lab' style='font-weight:400;color:#78909c'>position · turn</th>")
+    out.append(f"<tr class='cl-pos'><th class='cl-lab' style='font-weight:400;color:{FAINT_TEXT}'>position · turn</th>")
     out += [
         f"<td class='{tscls(j).strip()}'>{p}{f' · T{turns[j]}' if ts[j] or j == 0 else ''}</td>"
         for j, p in enumerate(pos)
@@ -256,8 +273,9 @@ def grid_legend_html(vmax: float) -> str:
     sw = "display:inline-block;padding:1px 8px;border-radius:3px;margin:0 4px;font-family:" + MONO_FAMILY
     return (
         GRID_CSS + f"<div style='font-family:{FONT_FAMILY};font-size:0.9rem;margin:4px 0 8px 0'>advantage, one scale "
-        f"for every row: <span style='{sw};background:{lo};color:#fff'>{-vmax:+.3g}</span>"
-        f"<span style='{sw};background:{mid}'>0</span><span style='{sw};background:{hi};color:#fff'>{vmax:+.3g}</span>"
+        f"for every row: <span style='{sw};background:{lo};color:{SWATCH_TEXT}'>{-vmax:+.3g}</span>"
+        f"<span style='{sw};background:{mid}'>0</span>"
+        f"<span style='{sw};background:{hi};color:{SWATCH_TEXT}'>{vmax:+.3g}</span>"
         f" · <table class='cl-grid' style='display:inline-table;vertical-align:middle'><tr>"
         f"<td class='cl-out' style='min-width:3em'>&nbsp;</td></tr></table> not in the loss (no gradient)"
         " · dark rule: a new turn · italic grey: tool / info tokens</div>"
@@ -281,8 +299,9 @@ def step_table_html(df: pd.DataFrame, selected: str) -> str:
         body.append(f"<tr{bold}>{''.join(cells)}</tr>")
     return (
         f"<style>table.cl-steps {{ border-collapse: collapse; font-family: {FONT_FAMILY}; font-size: 15px; }}"
-        " table.cl-steps th { text-align: left; font-weight: 600; padding: 5px 10px; border-bottom: 2px solid #90a4ae;"
-        " white-space: nowrap; } table.cl-steps td { padding: 4px 10px; border-bottom: 1px solid #eceff1; }"
+        " table.cl-steps th { text-align: left; font-weight: 600; padding: 5px 10px;"
+        f" border-bottom: 2px solid {TABLE_HEAD_RULE}; white-space: nowrap; }}"
+        f" table.cl-steps td {{ padding: 4px 10px; border-bottom: 1px solid {TABLE_RULE}; }}"
         f" table.cl-steps td.cl-num {{ text-align: right; font-family: {MONO_FAMILY}; }}</style>"
         f"<div style='overflow-x:auto'><table class='cl-steps'><tr>{head}</tr>{''.join(body)}</table></div>"
     )

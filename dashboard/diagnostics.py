@@ -17,6 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from dashboard.theme import (
+    CARD_BORDER,
+    CODE_BACKGROUND,
+    HIGHLIGHT_COLOR,
+    HIGHLIGHT_NOTE_BACKGROUND,
+    HIGHLIGHT_NOTE_BORDER,
+    MUTED_TEXT,
+    SEVERITY_COLORS,
+)
 from dashboard.tokens_html import HIGHLIGHT_CSS, MAX_TEXT_TOKENS, escape
 from engine.lint import CHECKS, SEVERITIES
 from engine.lint.model import SEVERITY_RANK
@@ -24,11 +33,6 @@ from engine.lint.model import SEVERITY_RANK
 MAX_HIGHLIGHT = 2000  # token positions kept (and outlined) per trajectory of a finding
 MAX_ROWS_KEPT = 500  # trajectories per finding whose positions are kept; the picker offers these
 IDS_SHOWN = 5  # affected trajectory ids written out on a finding's card
-SEVERITY_STYLE = {  # (badge background, text, card border) per severity
-    "error": ("#b71c1c", "#ffffff", "#e57373"),
-    "warning": ("#e65100", "#ffffff", "#ffb74d"),
-    "info": ("#1565c0", "#ffffff", "#90caf9"),
-}
 SEVERITY_ICON = {"error": ":material/error:", "warning": ":material/warning:", "info": ":material/info:"}
 
 
@@ -139,18 +143,21 @@ def first_window(positions: np.ndarray, window_size: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ HTML
-CARD_CSS = """<style>
-.cl-finding { border-left: 5px solid #d0d7de; padding: 2px 0 2px 12px; margin: 0; }
-.cl-sev { display: inline-block; border-radius: 4px; padding: 0 7px; font-size: 0.78rem;
-  font-weight: 700; letter-spacing: 0.03em; text-transform: uppercase; vertical-align: 1px; }
-.cl-finding .cl-check { font-weight: 700; font-size: 1.02rem; margin-left: 6px; }
-.cl-finding .cl-msg { margin: 4px 0 2px 0; font-size: 0.95rem; overflow-wrap: anywhere; }
-.cl-finding .cl-meta { color: #5f6b73; font-size: 0.85rem; overflow-wrap: anywhere; }
-.cl-finding code, .cl-hl-note code { font-size: 0.85em; background: #eef1f4; border-radius: 3px; padding: 0 3px; }
-.cl-why { font-size: 0.92rem; line-height: 1.5; }
-.cl-why .cl-ref { color: #5f6b73; margin-top: 6px; }
-.cl-hl-note { border: 1px solid #ffcc80; border-left: 6px solid #f57c00; background: #fff8e1; border-radius: 6px;
-  padding: 8px 12px; font-size: 0.93rem; overflow-wrap: anywhere; }
+# (a backslash at a line's end continues the CSS line: the colour names made two lines too long)
+CARD_CSS = f"""<style>
+.cl-finding {{ border-left: 5px solid {CARD_BORDER}; padding: 2px 0 2px 12px; margin: 0; }}
+.cl-sev {{ display: inline-block; border-radius: 4px; padding: 0 7px; font-size: 0.78rem;
+  font-weight: 700; letter-spacing: 0.03em; text-transform: uppercase; vertical-align: 1px; }}
+.cl-finding .cl-check {{ font-weight: 700; font-size: 1.02rem; margin-left: 6px; }}
+.cl-finding .cl-msg {{ margin: 4px 0 2px 0; font-size: 0.95rem; overflow-wrap: anywhere; }}
+.cl-finding .cl-meta {{ color: {MUTED_TEXT}; font-size: 0.85rem; overflow-wrap: anywhere; }}
+.cl-finding code, .cl-hl-note code {{ font-size: 0.85em; background: {CODE_BACKGROUND}; border-radius: 3px; \
+padding: 0 3px; }}
+.cl-why {{ font-size: 0.92rem; line-height: 1.5; }}
+.cl-why .cl-ref {{ color: {MUTED_TEXT}; margin-top: 6px; }}
+.cl-hl-note {{ border: 1px solid {HIGHLIGHT_NOTE_BORDER}; border-left: 6px solid {HIGHLIGHT_COLOR}; \
+background: {HIGHLIGHT_NOTE_BACKGROUND}; border-radius: 6px;
+  padding: 8px 12px; font-size: 0.93rem; overflow-wrap: anywhere; }}
 </style>"""
 
 
@@ -162,7 +169,7 @@ def _list(numbers: list[int], shown: int = 8) -> str:
 
 
 def _badge(severity: str) -> str:
-    bg, fg, _ = SEVERITY_STYLE[severity]
+    bg, fg, _ = SEVERITY_COLORS[severity]
     return f"<span class='cl-sev' style='background:{bg};color:{fg}'>{escape(severity)}</span>"
 
 
@@ -178,7 +185,7 @@ def finding_html(v: FindingView, ids: Sequence[str]) -> str:
     tokens = f" · {nof(v.num_tokens, 'flagged token')}" if v.num_tokens else " · whole trajectories (no single tokens)"
     affected = f"{len(v.rows):,} of {nof(n, 'trajectory')}{tokens}" + (f": {_ids(v.rows, ids)}" if v.rows else "")
     return (
-        f"{CARD_CSS}<div class='cl-finding' style='border-left-color:{SEVERITY_STYLE[v.severity][2]}'>"
+        f"{CARD_CSS}<div class='cl-finding' style='border-left-color:{SEVERITY_COLORS[v.severity][2]}'>"
         f"{_badge(v.severity)}<span class='cl-check'>{escape(v.check)}</span>"
         f"<div class='cl-msg'>{escape(v.message)}</div><div class='cl-meta'>{affected}</div></div>"
     )

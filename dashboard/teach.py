@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dashboard.theme import MONO_FAMILY, diverging_css
+from dashboard.theme import INFO_HATCH, INFO_OUTLINE, MONO_FAMILY, SECONDARY_TEXT, diverging_css
 from dashboard.tokens_html import escape
 from engine import CreditConfig, CreditResult, compute_credit
 from engine.batch import TrajectoryBatch
@@ -279,8 +279,8 @@ def value_tokens_html(tokens, roles, values, vmax: float, digits: int = 4, label
     for tok, role, v, b, f, lab in zip(tokens, roles, vals, bg, fg, labels, strict=True):
         info = role != "model"
         hatch = (
-            "background-image:repeating-linear-gradient(135deg,rgba(60,60,60,0.22) 0 2px,transparent 2px 6px);"
-            "outline:1px dashed #757575;outline-offset:-1px;"
+            f"background-image:repeating-linear-gradient(135deg,{INFO_HATCH} 0 2px,transparent 2px 6px);"
+            f"outline:1px dashed {INFO_OUTLINE};outline-offset:-1px;"
             if info
             else ""
         )
@@ -289,7 +289,8 @@ def value_tokens_html(tokens, roles, values, vmax: float, digits: int = 4, label
             "<div style='display:inline-flex;flex-direction:column;align-items:center'>"
             f"<span style='background-color:{b};color:{f};{hatch}border-radius:3px;padding:1px 4px;"
             f"white-space:pre'>{escape(tok)}</span>"
-            f"<span style='font-size:0.85rem;color:#37474f'>{escape(num)}{' info' if info else ''}</span></div>"
+            f"<span style='font-size:0.85rem;color:{SECONDARY_TEXT}'>"
+            f"{escape(num)}{' info' if info else ''}</span></div>"
         )
     out.append("</div>")
     return "".join(out)

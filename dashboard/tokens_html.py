@@ -13,7 +13,15 @@ from collections.abc import Collection, Sequence
 import numpy as np
 import pandas as pd
 
-from dashboard.theme import TOKEN_CSS, diverging_css
+from dashboard.theme import (
+    HIGHLIGHT_COLOR,
+    HIGHLIGHT_GLOW,
+    SWATCH_TEXT,
+    TEXT_BOX_BACKGROUND,
+    TEXT_BOX_BORDER,
+    TOKEN_CSS,
+    diverging_css,
+)
 
 OVERLAYS = {
     "info": "tool/info tokens hatched",
@@ -22,10 +30,9 @@ OVERLAYS = {
 }
 MAX_TEXT_TOKENS = 1000  # tokens drawn as text per window (keeps the browser quick); the heatmap shows all
 # Tokens a Diagnostics finding flags: a solid orange outline over any overlay, never faded by the loss overlay.
-HIGHLIGHT_COLOR = "#f57c00"
 HIGHLIGHT_CSS = (
     f"<style>.cl-tokens .cl-tk.cl-hl {{ outline: 2px solid {HIGHLIGHT_COLOR}; outline-offset: 0; opacity: 1;"
-    f" box-shadow: 0 0 0 3px rgba(245,124,0,0.25); }}</style>"
+    f" box-shadow: 0 0 0 3px {HIGHLIGHT_GLOW}; }}</style>"
 )
 
 
@@ -134,9 +141,9 @@ def legend_html(quantity: str, vmax: float, overlays: Sequence[str] = ()) -> str
         TOKEN_CSS,
         "<div class='cl-legend'>",
         f"<b>{escape(quantity)}</b>",
-        f"<span class='cl-swatch' style='background:{lo};color:#fff'>{-vmax:+.3g}</span>",
+        f"<span class='cl-swatch' style='background:{lo};color:{SWATCH_TEXT}'>{-vmax:+.3g}</span>",
         "<span class='cl-bar'></span>",
-        f"<span class='cl-swatch' style='background:{hi};color:#fff'>{vmax:+.3g}</span>",
+        f"<span class='cl-swatch' style='background:{hi};color:{SWATCH_TEXT}'>{vmax:+.3g}</span>",
         f"<span class='cl-swatch' style='background:{mid}'>0</span>",
     ]
     if "info" in overlays:
@@ -153,6 +160,6 @@ def text_block(text: str, big: bool = False) -> str:
     """Escaped free text (a prompt, metadata) in a readable box."""
     size = "1.2rem" if big else "0.9rem"
     return (
-        f"<div style='white-space:pre-wrap;font-size:{size};background:#f5f7f9;border-radius:6px;"
-        f"padding:8px 12px;border:1px solid #e0e6ea'>{escape(text)}</div>"
+        f"<div style='white-space:pre-wrap;font-size:{size};background:{TEXT_BOX_BACKGROUND};border-radius:6px;"
+        f"padding:8px 12px;border:1px solid {TEXT_BOX_BORDER}'>{escape(text)}</div>"
     )

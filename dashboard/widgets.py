@@ -12,6 +12,7 @@ from dashboard import exports, figcache, services
 from dashboard.cache import RunHandle
 from dashboard.state import K, md
 from dashboard.tables import RunInfo
+from dashboard.theme import MUTED_TEXT
 from engine import CreditConfig, CreditResult
 
 PLOTLY_CONFIG = {
@@ -206,7 +207,7 @@ def heading(title: str, detail: str = "", caption: str = "", note: str = "") -> 
     from dashboard.tokens_html import escape
 
     detail_html = f" <code style='font-size:0.8em'>{escape(detail)}</code>" if detail else ""
-    cap = f"<div style='color:#5f6b73;font-size:0.95rem;margin-top:2px'>{escape(caption)}</div>" if caption else ""
+    cap = f"<div style='color:{MUTED_TEXT};font-size:0.95rem;margin-top:2px'>{escape(caption)}</div>" if caption else ""
     st.html(
         f"<div style='margin:0 0 6px 0'><span style='font-size:1.7rem;font-weight:700'>{escape(title)}</span>"
         f"{detail_html}{cap}</div>"

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard.figures import marks
-from dashboard.theme import SCHEME_COLORS, base_layout
+from dashboard.theme import ERROR_BAR_COLOR, SCHEME_COLORS, TURN_REWARD_COLOR, base_layout
 from dashboard.tokens_html import escape
 
 WEBGL_FROM = 2000
@@ -78,12 +78,12 @@ def make_turn_credit_run_figure(df: pd.DataFrame) -> go.Figure:
         x=x,
         y=df["mean advantage per token"],
         name="mean advantage per token",
-        error_y=dict(type="data", array=df["std"], color="#546e7a"),
+        error_y=dict(type="data", array=df["std"], color=ERROR_BAR_COLOR),
         marker_color=SCHEME_COLORS[0],
         customdata=df["trajectories"],
         hovertemplate="%{x}<br>%{y:+.4g} (%{customdata} trajectories)<extra></extra>",
     )
-    fig.add_bar(x=x, y=df["mean turn reward"], name="mean turn reward", marker_color="#9e9e9e")
+    fig.add_bar(x=x, y=df["mean turn reward"], name="mean turn reward", marker_color=TURN_REWARD_COLOR)
     fig.update_layout(barmode="group")
     marks.add(fig, marks.hline(0, marks.ZERO_LINE))
     return base_layout(fig, height=340)

@@ -10,12 +10,19 @@ import plotly.graph_objects as go
 from dashboard.figures import marks
 from dashboard.figures.groups import short_ids
 from dashboard.figures.tokens import TEXT_CELLS, hover_tokens, turn_starts
-from dashboard.theme import DIVERGING, SCHEME_COLORS, base_layout, symmetric_range
+from dashboard.theme import (
+    DIVERGING,
+    OUT_OF_LOSS,
+    OUT_OF_LOSS_SPAN,
+    SCHEME_COLORS,
+    TURN_RULE,
+    TURN_RULE_LIGHT,
+    base_layout,
+    symmetric_range,
+)
 from dashboard.tokens_html import escape
 
 WEBGL_FROM = 3000  # points per trace above which lines use WebGL
-OUT_OF_LOSS = "#cfd4d9"  # cells of tokens outside the loss (no gradient flows there)
-OUT_OF_LOSS_SPAN = "rgba(120,130,140,0.13)"  # line charts: positions no scheme trains
 MAX_SPANS = 120  # shaded spans per line chart (beyond that: gaps only)
 NOTE_CELLS = 1_500  # difference cells up to which each cell's hover repeats what differs (a line per cell)
 DIFF_FLOOR = 0.01  # the difference view's colour range is at least this share of the advantages' range
@@ -89,7 +96,7 @@ def make_scheme_rows_figure(
             colorbar=dict(title=dict(text="advantage", side="right")),
         )
     )
-    boundary = dict(color="#37474f", width=1, dash="dot")
+    boundary = dict(color=TURN_RULE, width=1, dash="dot")
     marks.add(fig, *(marks.vline(float(s) - 0.5, boundary) for s in turn_starts(turns)))
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(title_text="token position" + (" · grey: not in the loss" if loss is not None else ""))
@@ -133,7 +140,7 @@ def make_advantage_lines_figure(
             marks.vrect(a - 0.5, b - 0.5, fillcolor=OUT_OF_LOSS_SPAN, layer="below", line=dict(width=0))
             for a, b in (runs if len(runs) <= MAX_SPANS else [])
         ]
-    boundary = dict(color="#90a4ae", width=1, dash="dot")
+    boundary = dict(color=TURN_RULE_LIGHT, width=1, dash="dot")
     marks.add(
         fig,
         *bands,

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboard.theme import SCHEME_COLORS, base_layout
+from dashboard.theme import MARKER_OUTLINE, RANK_CHANGE_COLORS, SCHEME_COLORS, UNCHANGED_LINE, base_layout
 from dashboard.tokens_html import escape
 
 
@@ -25,7 +25,7 @@ def make_before_after_figure(
             x=[lo, hi],
             y=[lo, hi],
             mode="lines",
-            line=dict(color="#9e9e9e", dash="dot"),
+            line=dict(color=UNCHANGED_LINE, dash="dot"),
             name="unchanged",
             hoverinfo="skip",
         )
@@ -35,7 +35,9 @@ def make_before_after_figure(
             x=before,
             y=after,
             mode="markers",
-            marker=dict(size=9, color=[SCHEME_COLORS[int(g) % 8] for g in groups], line=dict(width=1, color="#333")),
+            marker=dict(
+                size=9, color=[SCHEME_COLORS[int(g) % 8] for g in groups], line=dict(width=1, color=MARKER_OUTLINE)
+            ),
             text=[escape(i) for i in ids],
             hovertemplate="%{text}<br>before %{x:+.4g}<br>after %{y:+.4g}<extra></extra>",
             name="trajectory",
@@ -58,7 +60,7 @@ def make_rank_change_figure(changes: pd.DataFrame, limit: int = 20) -> go.Figure
                 x=["baseline", "designed"],
                 y=[r["rank before"], r["rank after"]],
                 mode="lines+markers+text",
-                line=dict(color="#1a9850" if up else "#b2182b", width=2),
+                line=dict(color=RANK_CHANGE_COLORS["up" if up else "down"], width=2),
                 text=["", escape(r["id"])],
                 textposition="middle right",
                 hovertemplate=f"{escape(r['id'])}<br>rank %{{y}}<extra></extra>",

@@ -10,8 +10,13 @@ import plotly.graph_objects as go
 
 from dashboard.figures import marks
 from dashboard.theme import (
+    BAR_OUTLINE,
     DIVERGING,
     GROUP_MEAN_COLOR,
+    GROUP_STD_BAND,
+    OUT_OF_LOSS,
+    SELECTED_OUTLINE,
+    UNKNOWN_COLOR,
     VERDICT_COLORS,
     VERDICT_LABELS,
     base_layout,
@@ -19,9 +24,6 @@ from dashboard.theme import (
     symmetric_range,
 )
 from dashboard.tokens_html import escape
-
-OUT_OF_LOSS = "#cfd4d9"  # tokens outside the loss mask (no gradient flows there)
-
 
 SEPARATORS = "/:|"  # path-like parts only: "rollout-1" stays whole
 
@@ -54,13 +56,13 @@ def make_group_scores_figure(
     """Bars = each rollout's score, coloured by its group's rejection-sampling verdict; a line at the group
     mean and a band of ± one std; ``title`` replaces the default one (mean and std)."""
     x = _labels(ids, selected)
-    colors = [VERDICT_COLORS.get(int(v), "#777") for v in verdicts]
+    colors = [VERDICT_COLORS.get(int(v), UNKNOWN_COLOR) for v in verdicts]
     fig = go.Figure(
         go.Bar(
             x=x,
             y=scores,
             marker_color=colors,
-            marker_line=dict(width=[3 if j == selected else 0 for j in range(len(x))], color="#000"),
+            marker_line=dict(width=[3 if j == selected else 0 for j in range(len(x))], color=SELECTED_OUTLINE),
             customdata=[VERDICT_LABELS.get(int(v), "?") for v in verdicts],
             hovertemplate="%{x}<br>score %{y:.4g}<br>verdict %{customdata}<extra></extra>",
             name="score",
@@ -68,7 +70,7 @@ def make_group_scores_figure(
     )
     marks.add(
         fig,
-        marks.hrect(mean - std, mean + std, fillcolor="#90a4ae", opacity=0.18, line=dict(width=0)),
+        marks.hrect(mean - std, mean + std, fillcolor=GROUP_STD_BAND, opacity=0.18, line=dict(width=0)),
         marks.hline(mean, dict(color=GROUP_MEAN_COLOR, width=2, dash="dash")),
     )
     fig.update_yaxes(title_text="score")
@@ -86,7 +88,7 @@ def make_group_advantage_figure(
             x=_labels(ids, selected),
             y=adv,
             marker_color=colors,
-            marker_line=dict(width=1, color="#455a64"),
+            marker_line=dict(width=1, color=BAR_OUTLINE),
             hovertemplate="%{x}<br>advantage %{y:+.4g}<extra></extra>",
         )
     )

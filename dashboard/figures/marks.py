@@ -13,8 +13,10 @@ from collections.abc import Iterable, Sequence
 
 import plotly.graph_objects as go
 
+from dashboard.theme import ZERO_LINE_COLOR
+
 PLAIN = (("x", "y"),)  # the axes of a figure without subplots
-ZERO_LINE = dict(color="#455a64", width=1)  # y = 0 on advantage charts
+ZERO_LINE = dict(color=ZERO_LINE_COLOR, width=1)  # y = 0 on advantage charts
 
 
 def vline(x: float, line: dict, axes: Sequence[tuple[str, str]] = PLAIN) -> list[dict]:

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.theme import SCHEME_COLORS, base_layout
+from dashboard.theme import LABEL_BACKGROUND, MEAN_LINE_COLOR, SCHEME_COLORS, UNKNOWN_COLOR, base_layout
 from dashboard.tokens_html import escape
 
 KIND_COLORS = {"turn": SCHEME_COLORS[0], "global": SCHEME_COLORS[1]}
@@ -32,7 +32,7 @@ def make_component_histograms_figure(components: pd.DataFrame, cols: int = 3) ->
         fig.add_trace(
             go.Histogram(
                 x=v,
-                marker_color=KIND_COLORS.get(kind, "#777"),
+                marker_color=KIND_COLORS.get(kind, UNKNOWN_COLOR),
                 name=escape(name),
                 showlegend=False,
                 nbinsx=20,
@@ -52,8 +52,8 @@ def make_distribution_figure(values: np.ndarray, xlabel: str, color: str = SCHEM
     if v.size:  # the mean on the dashed line itself: a long axis title is cut off in a narrow column
         fig.add_vline(
             x=float(v.mean()),
-            line=dict(color="#333", dash="dash"),
-            annotation=dict(text=f"mean {v.mean():.3g}", font_size=12, bgcolor="rgba(255,255,255,0.8)"),
+            line=dict(color=MEAN_LINE_COLOR, dash="dash"),
+            annotation=dict(text=f"mean {v.mean():.3g}", font_size=12, bgcolor=LABEL_BACKGROUND),
             annotation_position="top",
         )
     fig.update_xaxes(title_text=xlabel, title_standoff=6)

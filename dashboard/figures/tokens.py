@@ -10,14 +10,23 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from dashboard.figures import marks
-from dashboard.theme import DIVERGING, ROLE_COLORS, ROLE_LABELS, base_layout, symmetric_range
+from dashboard.theme import (
+    DIVERGING,
+    IN_LOSS_FILL,
+    OUT_OF_LOSS,
+    OUT_OF_LOSS_FILL,
+    ROLE_COLORS,
+    ROLE_LABELS,
+    TURN_RULE,
+    base_layout,
+    symmetric_range,
+)
 from dashboard.tokens_html import escape
 
 ROLE_ORDER = ("model", "tool", "user", "system")
 # Rows that are credit (what the gradient uses): outside the loss mask they are drawn grey, not coloured.
 LOSS_ROWS = ("advantage", "effective weight", "logged advantage", "advantage − logged")
-LOSS_COLORS = ("#37474f", "#e4e7ea")  # the strip's "in the loss" / "not in the loss"
-OUT_OF_LOSS = "#cfd4d9"
+LOSS_COLORS = (IN_LOSS_FILL, OUT_OF_LOSS_FILL)  # the strip's "in the loss" / "not in the loss"
 TEXT_CELLS = 4_000  # above this many heatmap cells, token texts only in the strip (see make_token_heatmap_figure)
 
 
@@ -109,7 +118,7 @@ def make_token_heatmap_figure(table: pd.DataFrame, rows: Sequence[str], height: 
         row=2,
         col=1,
     )
-    boundary = dict(color="#37474f", width=1, dash="dot")
+    boundary = dict(color=TURN_RULE, width=1, dash="dot")
     both = (("x", "y"), ("x2", "y2"))  # the strip and the heatmap, as add_vline marks every subplot
     marks.add(fig, *(marks.vline(float(pos[s]) - 0.5, boundary, both) for s in turn_starts(table["turn"].to_numpy())))
     fig.update_yaxes(autorange="reversed")

@@ -14,7 +14,7 @@ from dashboard.figures.compare import (
     make_turn_credit_figure,
 )
 from dashboard.state import K
-from dashboard.theme import FONT_FAMILY, SCHEME_COLORS, symmetric_range
+from dashboard.theme import CARD_BACKGROUND, FAINT_TEXT, FONT_FAMILY, SCHEME_COLORS, SECONDARY_TEXT, symmetric_range
 from dashboard.tokens_html import escape
 from engine.config import PLACEMENTS, PROFILES, STEPWISE_MODES
 
@@ -107,11 +107,12 @@ for s, (name, note) in enumerate(zip(labels, notes, strict=True)):
     trained = int(in_loss[s].sum())
     cards.append(
         f"<div style='flex:1 1 230px;max-width:420px;border-top:6px solid {SCHEME_COLORS[s % 8]};"
-        f"background:#f7f9fa;border-radius:4px;padding:6px 10px'>"
+        f"background:{CARD_BACKGROUND};border-radius:4px;padding:6px 10px'>"
         f"<div style='font-weight:700;font-size:1.02rem'>{escape(name)}</div>"
-        f"<div style='color:#37474f;font-size:0.92rem;margin-top:2px'>{'' if s == ref else 'vs. reference: '}"
+        f"<div style='color:{SECONDARY_TEXT};font-size:0.92rem;margin-top:2px'>{'' if s == ref else 'vs. reference: '}"
         f"{escape(note)}</div>"
-        f"<div style='color:#78909c;font-size:0.82rem;margin-top:2px'>{trained} of {n_tok} tokens in the loss</div>"
+        f"<div style='color:{FAINT_TEXT};font-size:0.82rem;margin-top:2px'>"
+        f"{trained} of {n_tok} tokens in the loss</div>"
         "</div>"
     )
 st.html(f"<div style='display:flex;flex-wrap:wrap;gap:10px;font-family:{FONT_FAMILY}'>{''.join(cards)}</div>")

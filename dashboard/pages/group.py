@@ -8,7 +8,7 @@ from dashboard.figures.groups import (
     make_group_heatmap_figure,
     make_group_scores_figure,
 )
-from dashboard.theme import VERDICT_LABELS
+from dashboard.theme import MUTED_TEXT, VERDICT_LABELS
 from engine import get_estimator
 
 ctx = widgets.require_context()
@@ -38,7 +38,7 @@ if pills or members:
     st.html(
         pills
         + (
-            f"<div style='color:#5f6b73;font-size:0.9rem'>Rollouts: {badges.escape(' · '.join(members))}</div>"
+            f"<div style='color:{MUTED_TEXT};font-size:0.9rem'>Rollouts: {badges.escape(' · '.join(members))}</div>"
             if members
             else ""
         )
