@@ -106,7 +106,7 @@ class RunHandle:
 # Until ``transformers`` has been imported once, engine calls that may build a tokenizer run one at a time: its
 # lazy module is not safe to import from several threads, and every browser session is a thread (eight sessions
 # uploading at once on a fresh server: seven got "cannot import name 'AutoTokenizer'"). Synchronisation only, no
-# user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.tokenize._load_tokenizer.)
+# user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.text.tokenize._load_tokenizer.)
 _TOKENIZER_LOCK = threading.Lock()
 _TOKENIZERS_READY = threading.Event()
 
@@ -406,7 +406,7 @@ def sampled(h: RunHandle, info: tables.RunInfo, traj: int | None = None) -> tupl
         groups = tables.np_(batch(h).group_ids)
         keep = int(np.argmax(groups == groups[traj]))
     rows = _sample_rows(h, keep)
-    from engine.io.run import Run
+    from engine.io.data.run import Run
 
     run = h.run
     sub = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)
@@ -434,7 +434,7 @@ def lint_findings(key: str, cfg: CreditConfig, _h: RunHandle) -> list[diagnostic
     rows = lint_rows(_h)
     b, res, run = batch(_h), compute(_h, cfg), _h.run
     if rows is not None:
-        from engine.io.run import Run
+        from engine.io.data.run import Run
 
         b, res = b.select(torch_rows(rows)), tables.select_rows(res, torch_rows(rows))
         run = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)
