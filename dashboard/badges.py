@@ -1,7 +1,7 @@
 """Data-fact badges: what a trajectory or a group *is* before any scheme looks at it, said on screen.
 
 A trajectory can be ``truncated`` (it ran into the length limit: ``metadata["truncated"]``), ``synthesized`` (the
-loader made some of its fields up: ``metadata["synthesized"]``, see ``engine.io.fields.mark_synthesized``) or
+loader made some of its fields up: ``metadata["synthesized"]``, see ``engine.io.reading.fields.mark_synthesized``) or
 ``excluded`` from the loss (``metadata["exclude_from_loss"]``: its action mask is 0). Its group can be a
 ``singleton`` (one rollout of the prompt: no group baseline) or ``zero-variance`` (every rollout scored the same
 under the scheme: group-centred advantages are 0).

@@ -31,7 +31,7 @@ LOAD_SHARE = 0.9  # of a progress bar: reading the file; the rest is the content
 # Until ``transformers`` has been imported once, engine calls that may build a tokenizer run one at a time: its
 # lazy module is not safe to import from several threads, and every browser session is a thread (eight sessions
 # uploading at once on a fresh server: seven got "cannot import name 'AutoTokenizer'"). Synchronisation only, no
-# user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.tokenize._load_tokenizer.)
+# user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.text.tokenize._load_tokenizer.)
 TOKENIZER_LOCK = threading.Lock()
 TOKENIZERS_READY = threading.Event()
 

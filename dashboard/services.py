@@ -182,7 +182,7 @@ def sampled(h: RunHandle, info: tables.RunInfo, traj: int | None = None) -> tupl
         groups = tables.np_(batch(h).group_ids)
         keep = int(np.argmax(groups == groups[traj]))
     rows = _sample_rows(h, keep)
-    from engine.io.run import Run
+    from engine.io.data.run import Run
 
     run = h.run
     sub = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)
@@ -202,7 +202,7 @@ def lint_findings(key: str, cfg: CreditConfig, _h: RunHandle) -> list[diagnostic
     rows = lint_rows(_h)
     b, res, run = batch(_h), compute(_h, cfg), _h.run
     if rows is not None:
-        from engine.io.run import Run
+        from engine.io.data.run import Run
 
         b, res = b.select(torch_rows(rows)), tables.select_rows(res, torch_rows(rows))
         run = Run([run.trajectories[i] for i in rows], run.name, run.source, run.tokenizer, run.metadata)

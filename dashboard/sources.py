@@ -140,7 +140,7 @@ def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
     base = base if base is not None else data_dir()
     if base is None:
         raise ValueError(f"no data directory: set {DATA_DIR_ENV} to allow reading files")
-    from engine.io.confine import confine  # the one confinement check, shared with the loader's tokenizer files
+    from engine.io.reading.confine import confine  # the one confinement check, shared with the loader's tokenizer files
 
     return confine(path, allowed_roots(), base)
 

@@ -16,7 +16,7 @@ import torch
 
 from engine.batch import TrajectoryBatch
 from engine.credit import CreditResult
-from engine.io.logged import logged_advantage_tokens
+from engine.io.data.logged import logged_advantage_tokens
 from engine.runnable import RunHas
 from engine.scan import by_row_blocks
 

@@ -24,8 +24,8 @@ from dashboard.tokens_html import escape
 from engine import CreditConfig, CreditResult, compute_credit
 from engine.batch import TrajectoryBatch
 from engine.config import PROFILES
-from engine.io.model import Segment, Trajectory
-from engine.io.run import Run
+from engine.io.data.model import Segment, Trajectory
+from engine.io.data.run import Run
 
 # ---------------------------------------------------------------------------- KG-R1's structured-reward write-up
 DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 0.20, ...}

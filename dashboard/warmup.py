@@ -144,13 +144,13 @@ def preload_tokenizer(
 ) -> float:
     """Load the default tokenizer in two steps: once no page run has ended for ``backend_idle`` seconds, its
     ``tokenizers`` backend (~0.5 s: all the Diagnostics page's retokenization check needs, see
-    ``engine.io.tokenize.get_backend``); once none has for ``idle`` seconds, the ``transformers`` tokenizer that
+    ``engine.io.text.tokenize.get_backend``); once none has for ``idle`` seconds, the ``transformers`` tokenizer that
     loaders filling in ids or text use (its import, 2-4 s of CPU). Each step runs after ``max_wait`` seconds at
     the latest. Returns the seconds both took. Through the services' lock, so a session that needs a tokenizer
     meanwhile waits for this load instead of importing transformers beside it."""
     deadline = time.monotonic() + max_wait
     from dashboard import loading
-    from engine.io.tokenize import get_backend, get_tokenizer
+    from engine.io.text.tokenize import get_backend, get_tokenizer
 
     wait_until_idle(min(backend_idle, idle), deadline)
     t0 = time.perf_counter()

@@ -625,7 +625,7 @@ def _changed_on_reload(run, saved: Path, load_run) -> str:
         return "the trajectories differ once saved and loaded back"
     mine = dict(back.metadata)
     if mine.get("converted_from") == run.source and "converted_from" not in run.metadata:
-        del mine["converted_from"]  # a saved run names the format it was converted from (engine.io.native)
+        del mine["converted_from"]  # a saved run names the format it was converted from (engine.io.store.native)
     if json.dumps(mine, sort_keys=True, default=str) != json.dumps(run.metadata, sort_keys=True, default=str):
         return "the run's metadata differs once saved and loaded back"
     return ""

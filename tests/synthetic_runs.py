@@ -6,7 +6,7 @@ rLLM worked example's two rollouts (a python call, its output, an answer; reward
 builds B rows of about T tokens for the speed checks. Each returns a ``LoadResult``-like object with ``.run``
 and ``.problems``.
 
-The runs are ``engine.io.run.Run`` objects with their token texts kept in memory (no tokenizer needed), so the
+The runs are ``engine.io.data.run.Run`` objects with their token texts kept in memory (no tokenizer needed), so the
 batch comes from the loader's own ``to_batch``.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import Problem
-from engine.io.run import Run
+from engine.io.data.model import Segment, Trajectory
+from engine.io.data.run import Run
+from engine.io.reading.problems import Problem
 
 
 class TextRun(Run):

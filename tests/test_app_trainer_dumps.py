@@ -11,7 +11,7 @@ from writers.verl import Turn
 from dashboard import sources
 from dashboard.state import K, cfg_key
 from engine.io import export_verl_batch, load_run
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 
 @pytest.fixture(scope="module")

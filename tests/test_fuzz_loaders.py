@@ -40,10 +40,10 @@ from test_io_support import write_jsonl
 from engine.io import load_run, save_run
 from engine.io.adapters.rllm import DEFAULT_TRAJ_NAME
 from engine.io.detect import detect_format
-from engine.io.native import is_header
-from engine.io.native_parquet import _schema
-from engine.io.problems import RecordError
-from engine.io.records import parse_json
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import parse_json
+from engine.io.store.native import is_header
+from engine.io.store.native_parquet import _schema
 
 HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 settings.register_profile(

@@ -27,8 +27,8 @@ import torch
 from test_io_support import REPO, native, seg, write_jsonl
 
 from engine.io import load_run
-from engine.io.context import DEFAULT_MAX_LOAD_MB, MAX_LOAD_MB_ENV, max_load_bytes
-from engine.io.limits import _column_bytes, check_parquet, decoded_limit, values_limit
+from engine.io.reading.context import DEFAULT_MAX_LOAD_MB, MAX_LOAD_MB_ENV, max_load_bytes
+from engine.io.reading.limits import _column_bytes, check_parquet, decoded_limit, values_limit
 
 GiB = 2**30
 
@@ -474,7 +474,7 @@ def test_50_mb_item_of_a_json_array_is_skipped_without_reading_it_whole(tmp_path
 def test_a_json_array_read_item_by_item_gives_the_same_records(tmp_path, monkeypatch, chunk):
     """Over ``max_bytes`` the array is split by scanning brackets, strings and escapes: chunk boundaries
     anywhere (even inside an escape) give the records the whole-file parse gives."""
-    import engine.io.records as records
+    import engine.io.reading.records as records
 
     tricky = ['a "quoted" ] , } { [', "back\\slash\\", "\\u00e9 \\n", "]]]"]
     items = [native(f"t{i}", GOOD, metadata={"note": tricky[i % 4], "nested": [[1, {"k": "]"}], []]}) for i in range(6)]

@@ -21,8 +21,8 @@ import pytest
 from test_io_support import SAMPLES, write_jsonl
 
 from engine.io import load_run, save_run
-from engine.io.problems import RecordError
-from engine.io.tokenize import encode_many, get_backend
+from engine.io.reading.problems import RecordError
+from engine.io.text.tokenize import encode_many, get_backend
 
 HI = 6023  # "hi" in Qwen2.5
 BIG = int("9" * 4000)  # 4,000 digits: Python parses it (limit 4,300), orjson neither reads nor writes it
@@ -218,7 +218,7 @@ def test_cli_convert_says_which_file_and_shows_no_traceback(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ masks
 def test_as_mask_takes_0_1_and_booleans_only():
-    from engine.io.coerce import as_mask
+    from engine.io.reading.coerce import as_mask
 
     assert as_mask([1, 0, 1], "m").tolist() == [True, False, True]
     assert as_mask(np.array([1.0, 0.0]), "m").tolist() == [True, False]

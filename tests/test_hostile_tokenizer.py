@@ -25,8 +25,9 @@ from types import SimpleNamespace
 import pytest
 from test_io_support import SAMPLES  # noqa: F401 (sets HF_HUB_OFFLINE first)
 
-from engine.io import load_run, qwen_vocab, tokenize
-from engine.io.problems import Problem
+from engine.io import load_run
+from engine.io.reading.problems import Problem
+from engine.io.text import qwen_vocab, tokenize
 
 NAME = "qwen2.5-tokenizer.v2.json"
 TEXT = "Hello world<|im_end|>"

@@ -11,7 +11,7 @@ from test_io_support import ids, write_jsonl
 
 from engine.io import load_run
 from engine.io.detect import detect_format
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 IM_END = 151645
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.io import Run, Segment, Trajectory
-from engine.io.layout import segment_turns, token_layout
+from engine.io.data.layout import segment_turns, token_layout
 
 
 def S(role, n, start=1, **arrays):

@@ -13,7 +13,7 @@ from test_io_support import NEMO, REPO, SAMPLES, write_jsonl
 from engine.cli import add_convert_parser, add_synth_parser
 from engine.io import load_run
 
-SCHEMA = REPO / "engine" / "io" / "schema" / "trajectory.v1.json"
+SCHEMA = REPO / "engine" / "io" / "store" / "schema" / "trajectory.v1.json"
 
 
 def run_cli(argv: list[str]) -> int:

@@ -231,7 +231,7 @@ def test_undetectable_file_in_a_directory_is_a_problem(tmp_path):
 def test_the_fallback_parser_reads_big_integers_as_orjson_does() -> None:
     """A JSON array that orjson cannot read (a 400-digit number) falls back to the standard parser; an id of
     2**64 + 1 in it must read as in any other file (orjson's float, refused as an id), not as an exact int."""
-    from engine.io.records import parse_json
+    from engine.io.reading.records import parse_json
 
     big = 2**64 + 1
     assert parse_json(str(big).encode()) == float(big)  # orjson

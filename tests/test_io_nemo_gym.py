@@ -10,7 +10,7 @@ from test_io_support import NEMO, NEMO_FILES, ids, nemo_records
 
 from engine.io import load_run
 from engine.io.detect import detect_format
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 IM_END = 151645
 

@@ -55,7 +55,7 @@ def test_random_runs_round_trip_through_both_formats(tmp_path, trajs):
         path = tmp_path / f"r{suffix}"
         save_run(run, path)
         res = load_run(path)
-        # random text beside random ids: the load notes that they disagree (engine.io.validate.text_mismatches)
+        # random text beside random ids: the load notes that they disagree (engine.io.reading.validate.text_mismatches)
         expected = ("missing while other trajectories have it", "is alone in its group", "token ids decode to")
         assert all(any(e in p.reason for e in expected) for p in res.problems)
         alone = len(trajs) > 1 and len({t.group_id for t in trajs}) == len(trajs)

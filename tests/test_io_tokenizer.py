@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from test_io_support import NEMO, nemo_records
 
-from engine.io.display import display_pieces, piece_offsets, token_bytes
-from engine.io.tokenize import canonical_name, decode_many, encode_many, encode_with_offsets, get_tokenizer
+from engine.io.text.display import display_pieces, piece_offsets, token_bytes
+from engine.io.text.tokenize import canonical_name, decode_many, encode_many, encode_with_offsets, get_tokenizer
 
 TEXTS = [
     "Hello world 12345",
@@ -41,7 +41,7 @@ def test_same_ids_as_qwen_tiktoken_vocabulary():
 def test_encoding_in_chunks_gives_each_text_its_own_ids():
     """encode_many encodes ENCODE_CHUNK texts per call; across the chunk boundaries every text still gets exactly
     the ids it gets alone, in order (texts differ, so a shifted or dropped chunk would show)."""
-    from engine.io.tokenize import ENCODE_CHUNK
+    from engine.io.text.tokenize import ENCODE_CHUNK
 
     tok = get_tokenizer(None)
     texts = [f"{TEXTS[i % len(TEXTS)]} #{i}" for i in range(2 * ENCODE_CHUNK + 3)]
@@ -114,7 +114,7 @@ def test_unknown_tokenizer_fails_clearly_offline():
 
 
 def test_local_tokenizer_json_path(tmp_path):
-    from engine.io.qwen_vocab import default_tokenizer_file
+    from engine.io.text.qwen_vocab import default_tokenizer_file
 
     tok = get_tokenizer(str(default_tokenizer_file("qwen3")))
     assert encode_many(tok, ["<|im_end|>hi<think>"])[0].tolist() == [151645, 6023, 151667]
@@ -128,7 +128,7 @@ def test_backend_without_transformers_encodes_and_decodes_the_same(name):
     import json
     import unicodedata
 
-    from engine.io.tokenize import get_backend
+    from engine.io.text.tokenize import get_backend
 
     backend, full = get_backend(name), get_tokenizer(name)
     assert get_backend(name) is backend and type(backend).__module__ == "tokenizers"

@@ -9,7 +9,7 @@ from writers import art
 
 from engine.io import load_run
 from engine.io.detect import detect_format
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 
 @pytest.fixture(scope="module")

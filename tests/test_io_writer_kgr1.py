@@ -11,8 +11,8 @@ from writers import kgr1 as writer
 from engine.io import load_run
 from engine.io.adapters.kgr1 import DUMP_REFUSAL, GROUP_NOTE, NO_REWARD_NOTE
 from engine.io.detect import detect_format
-from engine.io.problems import Problem
-from engine.io.tokenize import get_tokenizer
+from engine.io.reading.problems import Problem
+from engine.io.text.tokenize import get_tokenizer
 
 IM_END = 151645
 Q_A, Q_B = "Who wrote Dracula?", "Which river flows through Cairo?"

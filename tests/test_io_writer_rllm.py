@@ -10,8 +10,8 @@ from test_io_support import ids
 from writers import rllm as writer
 
 from engine.io import load_run
-from engine.io.problems import Problem
-from engine.io.tokenize import get_tokenizer
+from engine.io.reading.problems import Problem
+from engine.io.text.tokenize import get_tokenizer
 
 SUMMARY_REASON = (
     "skipped: summary, not rollouts (rLLM EpisodeLogger batch summary: episode counts and accuracy of the "

@@ -10,9 +10,9 @@ from writers import roll
 
 from engine.io import load_run
 from engine.io.adapters.roll_rollout import REWARD_NOTE
-from engine.io.chatml import render_prompt
 from engine.io.detect import detect_format
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.chatml import render_prompt
+from engine.io.text.tokenize import get_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from writers.verl import Turn
 
 from engine import CreditConfig, compute_credit
 from engine.io import load_run
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 R = 96  # actor_rollout_ref.rollout.response_length of the fixtures
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import CreditConfig, compute_credit
-from engine.io.batching import build_batch
+from engine.io.data.batching import build_batch
 from engine.lint import CHECKS, FAMILIES, Finding, register_check, run_lints
 from engine.lint.cases import group, lint_cases, rollout
 from engine.lint.thresholds import NEAR_TIE_SPREAD, STD_BLOWUP_RATIO
@@ -220,7 +220,7 @@ def test_retokenization_error_and_warning():
 
 
 def test_case_tokens_are_single_qwen_tokens():
-    from engine.io.tokenize import encode_many, get_tokenizer
+    from engine.io.text.tokenize import encode_many, get_tokenizer
     from engine.lint.cases import MODEL_ID, MODEL_PIECE, TOOL_ID, TOOL_PIECE
 
     tok = get_tokenizer()

@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import redteam  # noqa: E402
 
-from engine.io import limits  # noqa: E402
+from engine.io.reading import limits  # noqa: E402
 
 
 @pytest.fixture(scope="module")

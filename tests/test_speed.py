@@ -68,7 +68,7 @@ def test_bench_helpers() -> None:
 
 def test_warmup_preloads_the_default_tokenizer_through_the_services_lock(monkeypatch) -> None:
     from dashboard import warmup
-    from engine.io import tokenize
+    from engine.io.text import tokenize
 
     calls = []
     monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: calls.append(("tokenizer", name)))
@@ -88,7 +88,7 @@ def test_tokenizer_preload_waits_until_no_page_run_has_ended_for_a_while(monkeyp
     import time
 
     from dashboard import warmup
-    from engine.io import tokenize
+    from engine.io.text import tokenize
 
     loaded = []
     monkeypatch.setattr(tokenize, "get_tokenizer", lambda name=None: loaded.append(time.monotonic()))
@@ -109,7 +109,7 @@ def test_tokenizer_backend_loads_after_a_short_pause_and_transformers_after_a_lo
     import time
 
     from dashboard import warmup
-    from engine.io import tokenize
+    from engine.io.text import tokenize
 
     loaded = {}
     monkeypatch.setattr(tokenize, "get_backend", lambda name=None: loaded.setdefault("backend", time.monotonic()))

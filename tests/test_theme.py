@@ -4,8 +4,9 @@ The scan reads the string literals of each file (f-strings included; comments ar
 flags a hex colour (``#rgb``, ``#rgba``, ``#rrggbb``, ``#rrggbbaa``) or an ``rgb(``/``rgba(``/``hsl(``/``hsla(``
 call. Not flagged: HTML character references (``&#10;``), Plotly hover templates (``#%{x}``), f-string fields
 (``#{pos}``) and markdown anchors (``#some-heading``: a letter that is not hex, or the ``-`` that follows).
-Known limits: a GitHub reference written in a string as ``#1234`` reads as a colour (write "issue 1234"), and CSS
-colour names (``white``) and Streamlit's colour names (``st.badge(color="orange")``) are not looked for.
+Known limits: a GitHub pull-request number written in a string as ``#`` and four digits reads as a colour (write
+"PR 1234"), and CSS colour names (``white``) and Streamlit's colour names (``st.badge(color="orange")``) are not
+looked for.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import streamlit as st
 from dashboard import diagnostics, schemes, services, state, tokens_html, widgets
 from dashboard.diagnostics import FindingView
 from dashboard.state import K, markdown_escape
-from engine.io.tokenize import TokenizerError
+from engine.io.text.tokenize import TokenizerError
 from engine.lint import CHECKS, SEVERITIES
 
 TOKEN_VIEW = "dashboard/pages/tokens.py"

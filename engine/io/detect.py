@@ -18,10 +18,10 @@ import zipfile
 from pathlib import Path
 
 from engine.io.adapters import ADAPTERS, slime_rollout, summary_reason
-from engine.io.context import LoadContext
-from engine.io.problems import ProblemLog
-from engine.io.records import iter_json_records
-from engine.io.yaml_records import iter_yaml_records, looks_like_yaml_list
+from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import ProblemLog
+from engine.io.reading.records import iter_json_records
+from engine.io.reading.yaml_records import iter_yaml_records, looks_like_yaml_list
 
 SNIFF_RECORDS = 5
 PICKLE_PROTO, PICKLE_VERSIONS = b"\x80", {bytes([v]) for v in range(2, 6)}  # pickle's PROTO opcode, protocols 2-5
@@ -33,7 +33,7 @@ class NotRollouts(ValueError):
 
 
 def parquet_columns(path: Path) -> list[str]:
-    from engine.io.native_parquet import open_parquet
+    from engine.io.store.native_parquet import open_parquet
 
     return list(open_parquet(path).schema_arrow.names)
 

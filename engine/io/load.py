@@ -17,14 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.io.adapters import get_adapter
-from engine.io.batching import missing_field_problems
-from engine.io.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
+from engine.io.data.batching import missing_field_problems
+from engine.io.data.model import Segment, Trajectory
+from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect_format
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import Problem, ProblemLog, RecordError, no_progress
-from engine.io.run import Run
-from engine.io.tokenize import canonical_name, fill_tokens, get_tokenizer, known_vocab_size, needs_tokenizer, vocab_size
-from engine.io.validate import text_mismatches, unwritable, validate_trajectory
+from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
+from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
+from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
+from engine.io.text.tokenize import (
+    canonical_name,
+    fill_tokens,
+    get_tokenizer,
+    known_vocab_size,
+    needs_tokenizer,
+    vocab_size,
+)
 
 # What a folder load reads, suffixes in any case (pickles: refused with a message; .pth: torch.save's zip)
 DATA_SUFFIXES = (".jsonl", ".json", ".parquet", ".pt", ".pth", ".npz", ".yaml", ".yml", ".pkl", ".pickle")
@@ -148,7 +155,7 @@ def load_run(
     that drop the end-of-turn token (verl's rollout dump) use it to flag rows cut at the limit as truncated.
     ``tokenizer_roots``: the folders tokenizer files may be read from (the dashboard: ``sample_runs/`` and the
     data directory); a tokenizer path outside them, the caller's or one a file's header names, is refused without
-    opening it (``engine.io.tokenize.allowed_tokenizer``). None (the command line): any path.
+    opening it (``engine.io.text.tokenize.allowed_tokenizer``). None (the command line): any path.
     Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
     Whatever else a reader raises on a file (a damaged zip, permission denied, a file gone meanwhile, a library's
@@ -160,7 +167,7 @@ def load_run(
         raise FileNotFoundError(f"no such file or directory: {path}")
     roots = None if tokenizer_roots is None else tuple(Path(r) for r in tokenizer_roots)
     if tokenizer is not None:
-        from engine.io.tokenize import allowed_tokenizer
+        from engine.io.text.tokenize import allowed_tokenizer
 
         tokenizer = allowed_tokenizer(tokenizer, roots, path if path.is_dir() else path.parent)
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
@@ -361,8 +368,8 @@ def save_trajectories(
 ) -> None:
     """Write trajectories as a native run file without holding them all: ``trajectories`` may be a generator
     (``engine.io.synth.generic.iter_synth``); the header fields are those of ``Run``."""
-    from engine.io.native import header_record, write_native_jsonl
-    from engine.io.native_parquet import write_native_parquet
+    from engine.io.store.native import header_record, write_native_jsonl
+    from engine.io.store.native_parquet import write_native_parquet
 
     path = Path(path)
     header = header_record(name, source, tokenizer, metadata)

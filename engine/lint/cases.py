@@ -22,8 +22,8 @@ import numpy as np
 
 from engine.batch import TrajectoryBatch
 from engine.config import KGR1_GLOBAL_WEIGHTS, CreditConfig
-from engine.io.batching import build_batch
-from engine.io.model import FLOAT_DTYPE, TOKEN_DTYPE, Segment, Trajectory
+from engine.io.data.batching import build_batch
+from engine.io.data.model import FLOAT_DTYPE, TOKEN_DTYPE, Segment, Trajectory
 
 MODEL_PIECE, MODEL_ID = " step", 3019  # one Qwen2.5 token each (tests check it against the tokenizer)
 TOOL_PIECE, TOOL_ID = " result", 1102
@@ -108,7 +108,7 @@ def make_case(
     edit: Callable[[TrajectoryBatch], TrajectoryBatch] | None = None,
 ) -> LintCase:
     """A case from trajectories; ``repaired`` (fixed data) or ``edit`` (a batch-only defect) for data lints."""
-    from engine.io.run import Run
+    from engine.io.data.run import Run
 
     batch = build_batch(trajs)
     clean_trajs = repaired or trajs

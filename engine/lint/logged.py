@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.io.logged import logged_advantage_tokens
+from engine.io.data.logged import logged_advantage_tokens
 from engine.lint.context import LintContext, nof
 from engine.lint.model import register_check
 from engine.lint.thresholds import LOGGED_ADVANTAGE_TOL

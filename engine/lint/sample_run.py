@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.io.model import Trajectory
+from engine.io.data.model import Trajectory
 from engine.lint.cases import LintCase, lint_cases
 from engine.lint.cli import scheme_flags
 
@@ -32,7 +32,7 @@ def lint_cases_runs() -> dict[str, object]:
     """The cases a native run can hold, as Runs by file stem (ids and groups prefixed by the case name):
     ``lint_cases`` (outcome rewards as token scores) and ``kgr1/kgr1_bookkeeping`` (structured rewards; kept
     apart because a run with structured rewards places those instead of its token scores)."""
-    from engine.io.run import Run
+    from engine.io.data.run import Run
 
     scored, structured = [], []
     for case in lint_cases().values():

@@ -28,7 +28,7 @@ def diff_region(ids: np.ndarray, other: np.ndarray) -> tuple[int, int]:
     "retokenization_mismatch",
     severity="error",
     description="a segment's token ids and its text disagree, or retokenizing the text gives other ids",
-    reference="CONVENTIONS.md §2.2 (rLLM re-tokenises step text; token_mismatch metric), engine.io.tokenize",
+    reference="CONVENTIONS.md §2.2 (rLLM re-tokenises step text; token_mismatch metric), engine.io.text.tokenize",
     explanation="""Each segment of a loaded run has both text and token ids (a source may give one, the loader
     fills the other with the run's tokenizer). When decode(ids) differs from the text, the two disagree (error):
     the text shown is not what was trained, or the ids belong to another tokenizer. When decode(ids) equals the
@@ -39,7 +39,7 @@ def diff_region(ids: np.ndarray, other: np.ndarray) -> tuple[int, int]:
     needs=("run",),
 )
 def retokenization_mismatch(ctx: LintContext):
-    from engine.io.tokenize import decode_many, encode_many, get_backend
+    from engine.io.text.tokenize import decode_many, encode_many, get_backend
 
     run = ctx.run
     trajs = getattr(run, "trajectories", None)

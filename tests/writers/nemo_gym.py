@@ -63,7 +63,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.io.tokenize import get_tokenizer
+from engine.io.text.tokenize import get_tokenizer
 
 IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
 HIDDEN = "[Previous environment state - hidden]"  # AviaryAgentConfig.old_env_state_message

@@ -37,7 +37,7 @@ import orjson
 import torch
 from pydantic import BaseModel, Field
 
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 IM_END = "<|im_end|>"
 

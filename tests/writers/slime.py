@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 
 @dataclass

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from engine.io.chatml import render_prompt
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.text.chatml import render_prompt
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 RewardFn = Callable[[str, str], float | None]  # (prompt text, completion text) -> reward or None
 

@@ -23,8 +23,8 @@ from engine.io.adapters import (
     verl_rollout,
     verl_tensors,
 )
-from engine.io.context import LoadContext
-from engine.io.model import Trajectory
+from engine.io.data.model import Trajectory
+from engine.io.reading.context import LoadContext
 
 Reader = Callable[[Path, LoadContext], Iterator[tuple[int | None, str, Trajectory]]]
 

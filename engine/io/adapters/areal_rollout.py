@@ -27,12 +27,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import read_records, require_mapping
-from engine.io.coerce import as_float, as_str
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, mark_synthesized
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, as_str
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, mark_synthesized
+from engine.io.reading.problems import RecordError
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 NAME = "areal_rollout"
 KEYS = frozenset({"task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "completion"})

@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import require_mapping
-from engine.io.chatml import IM_END, checked_messages, render_prompt, render_response
-from engine.io.coerce import as_float, is_number, type_name
-from engine.io.context import LoadContext
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.yaml_records import iter_yaml_records
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, is_number, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
+from engine.io.reading.yaml_records import iter_yaml_records
+from engine.io.text.chatml import IM_END, checked_messages, render_prompt, render_response
 
 NAME = "art_yaml"
 CONTEXT_ROLE = "system"  # an assistant message ART does not train on

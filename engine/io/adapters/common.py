@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from engine.io.chatml import checked_messages, render_prompt
-from engine.io.coerce import as_str, type_name
-from engine.io.context import LoadContext
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
-from engine.io.records import iter_json_records, record_id
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_str, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import iter_json_records, record_id
+from engine.io.text.chatml import checked_messages, render_prompt
 
 Convert = Callable[[object, str], Trajectory | Iterable[Trajectory]]
 
@@ -63,12 +63,13 @@ def truncated_from_reason(reason: object) -> bool:
 def load_weights_only(path: Path, before: str, after: str) -> object:
     """``torch.load(path, weights_only=True)``: tensors, containers, strings and numbers only, never code. A file
     holding anything else raises ``ValueError("{path}: {before} ({the class torch refused}){after}")``; so does
-    one whose zip members declare more than the load ceiling (``engine.io.limits.check_zip``, before reading)."""
+    one whose zip members declare more than the load ceiling (``engine.io.reading.limits.check_zip``, before
+    reading)."""
     import re
 
     import torch
 
-    from engine.io.limits import check_zip
+    from engine.io.reading.limits import check_zip
 
     check_zip(path)
     try:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.io.model import Segment
+from engine.io.data.model import Segment
 
 
 def observation_ids(prev: dict | None, cur: dict | None) -> np.ndarray | None:

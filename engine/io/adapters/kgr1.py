@@ -40,12 +40,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import read_records, require_mapping
-from engine.io.coerce import as_float, as_float_array, as_str, is_number, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, prompt_group_id
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
-from engine.io.tags import split_tagged
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float, as_float_array, as_str, is_number, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.text.tags import split_tagged
 
 EVAL_KEYS = frozenset({"uid", "dataset", "batch_idx", "sample_idx", "prompt", "response", "score", "metrics"})
 PASSATK_KEY = re.compile(r"_pass@\d+/mean$")

@@ -1,14 +1,15 @@
-"""Adapter ``native``: our own format, JSONL or Parquet (see ``engine.io.native`` / ``native_parquet``)."""
+"""Adapter ``native``: our own format, JSONL or Parquet (see ``engine.io.store.native`` /
+``engine.io.store.native_parquet``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from engine.io.context import LoadContext
-from engine.io.model import Trajectory
-from engine.io.native import is_header, read_native_jsonl
-from engine.io.native_parquet import is_native_parquet, read_native_parquet
+from engine.io.data.model import Trajectory
+from engine.io.reading.context import LoadContext
+from engine.io.store.native import is_header, read_native_jsonl
+from engine.io.store.native_parquet import is_native_parquet, read_native_parquet
 
 NAME = "native"
 

@@ -42,12 +42,12 @@ from engine.io.adapters.nemo_gym_items import (
     items_to_messages,
     text,
 )
-from engine.io.chatml import render_prompt, render_response
-from engine.io.coerce import as_float, is_number, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import mark_synthesized, prompt_group_id
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float, is_number, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import mark_synthesized, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.text.chatml import render_prompt, render_response
 
 NAME = "nemo_gym"
 NOT_REWARDS = frozenset(

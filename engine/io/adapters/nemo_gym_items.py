@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine.io.coerce import as_float_array, as_token_ids, type_name
-from engine.io.problems import RecordError
+from engine.io.reading.coerce import as_float_array, as_token_ids, type_name
+from engine.io.reading.problems import RecordError
 
 PLACEHOLDERS = {  # Qwen2-VL / Qwen2.5-VL / Qwen3-VL chat templates: one pad token stands for the patches
     "input_image": "<|vision_start|><|image_pad|><|vision_end|>",

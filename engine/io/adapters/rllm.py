@@ -45,12 +45,12 @@ import numpy as np
 
 from engine.io.adapters.common import read_records, truncated_from_reason
 from engine.io.adapters.generations import attach_generations, mask_segments
-from engine.io.chatml import checked_messages, render_prompt, render_response
-from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, prompt_group_id, stable_hash
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, prompt_group_id, stable_hash
+from engine.io.reading.problems import RecordError
+from engine.io.text.chatml import checked_messages, render_prompt, render_response
 
 NAME = "rllm"
 DEFAULT_TRAJ_NAME = "default_traj_name"

@@ -28,12 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import prompt_text
-from engine.io.coerce import as_float, as_str, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, prompt_group_id
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.records import iter_json_records
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, as_str, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import iter_json_records
 
 NAME = "roll_rollout"
 KEYS = frozenset({"responses", "scores", "sampling_params", "global_step"})

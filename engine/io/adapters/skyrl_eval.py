@@ -37,13 +37,13 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.adapters.common import read_records, require_mapping
-from engine.io.coerce import as_float, as_float_array, as_str, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import prompt_group_id
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.tags import split_tagged
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, as_float_array, as_str, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.text.tags import split_tagged
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 NAME = "skyrl_eval"
 KEYS = frozenset({"input_prompt", "output_response", "score", "stop_reason", "env_class"})

@@ -30,12 +30,12 @@ import numpy as np
 
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
-from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id
-from engine.io.limits import HALF_DTYPES, check_values, check_zip, decoded_limit, tensor_array
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id
+from engine.io.reading.limits import HALF_DTYPES, check_values, check_zip, decoded_limit, tensor_array
+from engine.io.reading.problems import RecordError
 
 NAME = "slime_rollout"
 KEEP = ("tokens", "response_length", "loss_mask", "rollout_log_probs", "reward", "group_index", "index", "status")
@@ -157,7 +157,7 @@ def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) ->
 
 def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
     """One trajectory per sample; a bad sample is a problem ``samples[b].<field>``."""
-    from engine.io.fields import prompt_group_id
+    from engine.io.reading.fields import prompt_group_id
 
     obj = load_dump(path)
     rollout, stem, samples = str(obj.get("rollout_id")), Path(path).stem, obj["samples"]

@@ -10,7 +10,7 @@ Record (JSONL or a JSON array)::
      "structured_rewards"?: {"turn_rewards": ..., "global_rewards": ...},
      "truncated"?: bool, "metadata"?: {...}}
 
-``<information>...</information>`` blocks are tool segments, the rest model segments (``engine.io.tags``).
+``<information>...</information>`` blocks are tool segments, the rest model segments (``engine.io.text.tags``).
 With structured rewards a scalar ``reward``/``score``/``total_score`` is kept in metadata, not double counted.
 """
 
@@ -20,12 +20,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from engine.io.adapters.common import first_key, prompt_text, read_records, require_mapping
-from engine.io.coerce import as_float, as_reward_dict, as_str, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
-from engine.io.tags import looks_tagged, split_tagged
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float, as_reward_dict, as_str, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, parse_turn_rewards, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.text.tags import looks_tagged, split_tagged
 
 NAME = "tagged_text"
 RESPONSE_KEYS = ("response", "responses_str", "completion", "output")

@@ -39,9 +39,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.config import KGR1_GLOBAL_WEIGHTS
-from engine.io.context import LoadContext
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
 
 NAME = "trl_completions"
 REQUIRED = ("step", "prompt", "completion", "advantage")
@@ -57,7 +57,7 @@ def _is_numeric(values: list) -> bool:
 
 
 def _read_columns(path: Path) -> dict[str, list]:
-    from engine.io.native_parquet import read_checked
+    from engine.io.store.native_parquet import read_checked
 
     table = read_checked(path)  # footer and decoded sizes against the load ceiling, before any value is decoded
     return {name: table.column(name).to_pylist() for name in table.column_names if not name.startswith("__")}

@@ -39,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.records import iter_json_records
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import iter_json_records
 
 NAME = "verifiers_traces"
 LENGTH_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")

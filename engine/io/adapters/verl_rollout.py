@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.io.adapters.common import require_mapping
-from engine.io.coerce import as_float, as_str, is_number
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, mark_synthesized, prompt_group_id
-from engine.io.model import Segment, Trajectory
-from engine.io.problems import RecordError
-from engine.io.records import iter_json_records, record_id
-from engine.io.tags import INFORMATION_BLOCK, split_tagged
+from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float, as_str, is_number
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, mark_synthesized, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import iter_json_records, record_id
+from engine.io.text.tags import INFORMATION_BLOCK, split_tagged
 
 NAME = "verl_rollout"
 IM_START, END_OF_TURN = "<|im_start|>", "<|im_end|>"
@@ -147,7 +147,7 @@ def _close_last_turns(rows: list[_Row], ctx: LoadContext) -> None:
         return
     import numpy as np
 
-    from engine.io.tokenize import encode_many, get_tokenizer
+    from engine.io.text.tokenize import encode_many, get_tokenizer
 
     # Tokenize the open rows once, in one batch; the ids stay on the segments, so the loader does not encode again.
     tok = get_tokenizer(ctx.tokenizer)

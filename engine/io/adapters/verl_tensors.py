@@ -36,12 +36,12 @@ import numpy as np
 
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
-from engine.io.coerce import as_float_array, as_mask, as_token_ids
-from engine.io.context import LoadContext, max_load_bytes
-from engine.io.fields import prompt_group_id
-from engine.io.limits import HALF_DTYPES, check_npz, check_values, check_zip, decoded_limit, tensor_array
-from engine.io.model import Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import Trajectory
+from engine.io.reading.coerce import as_float_array, as_mask, as_token_ids
+from engine.io.reading.context import LoadContext, max_load_bytes
+from engine.io.reading.fields import prompt_group_id
+from engine.io.reading.limits import HALF_DTYPES, check_npz, check_values, check_zip, decoded_limit, tensor_array
+from engine.io.reading.problems import RecordError
 
 NAME = "verl_tensors"
 PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
@@ -112,7 +112,7 @@ class _Densifier:
 
 
 def _parquet_arrays(path: Path, limit: int) -> dict[str, object]:
-    from engine.io.native_parquet import read_checked
+    from engine.io.store.native_parquet import read_checked
 
     table = read_checked(path, limit)  # footer and decoded sizes against the load ceiling, before any value is decoded
     out = {}
@@ -135,7 +135,7 @@ def _list_rows(column) -> list | None:
     column (read as before)."""
     import pyarrow as pa
 
-    from engine.io.native_parquet import ListView, is_list_type
+    from engine.io.store.native_parquet import ListView, is_list_type
 
     arr = column.combine_chunks()
     if not is_list_type(arr.type):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.io.fields import mark_synthesized
-from engine.io.model import FLOAT_DTYPE, Trajectory
+from engine.io.data.model import FLOAT_DTYPE, Trajectory
+from engine.io.reading.fields import mark_synthesized
 
 FIELDS = ("log_probs", "ref_log_probs", "values")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.io.display import display_pieces
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.text.display import display_pieces
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 PHRASES = (
     " Let me think about this step by step.",

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from engine.io.model import Segment, Trajectory
-from engine.io.run import Run
+from engine.io.data.model import Segment, Trajectory
+from engine.io.data.run import Run
 from engine.io.synth.augment import synthesize_per_token
 from engine.io.synth.corpus import Corpus, build_corpus
-from engine.io.tokenize import encode_many, get_tokenizer
+from engine.io.text.tokenize import encode_many, get_tokenizer
 
 IM_END = "<|im_end|>"
 PROMPT = (

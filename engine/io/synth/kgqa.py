@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.io.model import Segment, Trajectory
-from engine.io.run import Run
+from engine.io.data.model import Segment, Trajectory
+from engine.io.data.run import Run
 from engine.io.synth.augment import synthesize_per_token
-from engine.io.tokenize import fill_tokens, get_tokenizer
+from engine.io.text.tokenize import fill_tokens, get_tokenizer
 
 INSTRUCTION = (
     "Answer the given question. You can query a knowledge graph up to 5 times. Reason inside <think> and </think> "

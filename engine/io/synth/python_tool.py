@@ -9,10 +9,10 @@ Rendered with the Qwen2.5 ChatML template; no log-probs or values (none were giv
 
 from __future__ import annotations
 
-from engine.io.chatml import render_prompt, render_response
-from engine.io.model import Trajectory
-from engine.io.run import Run
-from engine.io.tokenize import fill_tokens, get_tokenizer
+from engine.io.data.model import Trajectory
+from engine.io.data.run import Run
+from engine.io.text.chatml import render_prompt, render_response
+from engine.io.text.tokenize import fill_tokens, get_tokenizer
 
 QUESTION = "How many prime numbers are there between 1 and 10? Use the python tool to compute it."
 TOOLS = [

@@ -1,14 +1,14 @@
 """Decompression-bomb checks: the sizes a binary file DECLARES, held against the load ceiling before reading.
 
 A few MB of deflated zeros can declare gigabytes. Every binary reader calls these first: ``check_zip`` (the zip
-directory of a ``.npz`` or ``torch.save`` archive: each member's uncompressed size and their sum), ``check_npz``
-(also each ``.npy`` member's header: shape x dtype, which numpy allocates before reading, so a tiny member can
-declare 32 GiB), ``check_parquet`` (each row group's uncompressed size and what its values decode to, from the
-footer), ``check_values`` (how many values, i.e. tokens, a tensor or column declares) and ``check_dense`` (a
-sparse tensor about to be made dense). The ceiling is ``engine.io.context.max_load_bytes`` (``$CREDITLENS_MAX_LOAD_MB``,
-default 4,096 MiB): decoded data may take half of it (``DECODE_FACTOR``), values ``TOKEN_BYTES`` each. Over it
-they raise ``ValueError`` naming the file, the member / row group / column / field, and the declared and allowed
-sizes; nothing has been decompressed by then.
+directory of a ``.npz`` or ``torch.save`` archive: each member's uncompressed size and their sum), ``check_npz`` (also
+each ``.npy`` member's header: shape x dtype, which numpy allocates before reading, so a tiny member can declare
+32 GiB), ``check_parquet`` (each row group's uncompressed size and what its values decode to, from the footer),
+``check_values`` (how many values, i.e. tokens, a tensor or column declares) and ``check_dense`` (a sparse tensor about
+to be made dense). The ceiling is ``engine.io.reading.context.max_load_bytes`` (``$CREDITLENS_MAX_LOAD_MB``, default
+4,096 MiB): decoded data may take half of it (``DECODE_FACTOR``), values ``TOKEN_BYTES`` each. Over it they raise
+``ValueError`` naming the file, the member / row group / column / field, and the declared and allowed sizes; nothing has
+been decompressed by then.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import zipfile
 from pathlib import Path
 
-from engine.io.context import DECODE_FACTOR, MAX_LOAD_MB_ENV, TOKEN_BYTES, max_load_bytes, mib
+from engine.io.reading.context import DECODE_FACTOR, MAX_LOAD_MB_ENV, TOKEN_BYTES, max_load_bytes, mib
 
 # Bytes per value an Arrow column holds for each Parquet physical type (BYTE_ARRAY: its 4-byte offset; the
 # bytes themselves are counted through the column chunk's uncompressed size).
@@ -202,7 +202,7 @@ def tensor_array(value, path: Path | str, name: str, allowed: int):
     ``check_dense``) before it is made. ``ValueError`` naming ``path: name`` over it or when torch cannot convert."""
     import torch
 
-    from engine.io.verl_export import plain_tensor
+    from engine.io.store.verl_export import plain_tensor
 
     dtype = str(value.dtype).removeprefix("torch.")
     made = 0

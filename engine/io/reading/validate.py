@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.io.coerce import all_finite, as_float
-from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Segment, Trajectory
-from engine.io.problems import RecordError
+from engine.io.data.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Segment, Trajectory
+from engine.io.reading.coerce import all_finite, as_float
+from engine.io.reading.problems import RecordError
 
 FLOAT_MAX = float(np.finfo(FLOAT_DTYPE).max)
 
@@ -116,7 +116,7 @@ EXCERPT = 40
 def _id_bytes(variant: str) -> np.ndarray:
     """The raw bytes of every id of a built-in vocabulary, as an object array (a segment's bytes are one fancy
     index and one ``bytes.join``: ~25 ms per million tokens)."""
-    from engine.io.qwen_vocab import id_bytes_table
+    from engine.io.text.qwen_vocab import id_bytes_table
 
     return np.array(id_bytes_table(variant), dtype=object)
 
@@ -139,8 +139,8 @@ def text_mismatches(segments: Sequence[Segment], tokenizer: str | None) -> list[
     character split across segments (U+FFFD) are tolerated: writers strip text or leave template tokens out of
     it. The built-in Qwen vocabularies compare each segment's bytes, one table lookup and join per segment (no
     tokenizer is loaded); other tokenizers decode through their backend."""
-    from engine.io.qwen_vocab import VARIANTS
-    from engine.io.tokenize import canonical_name, decode_many, get_backend
+    from engine.io.text.qwen_vocab import VARIANTS
+    from engine.io.text.tokenize import canonical_name, decode_many, get_backend
 
     segments = list(segments)
     if not segments:

@@ -14,11 +14,11 @@ import numpy as np
 import torch
 
 from engine.batch import TrajectoryBatch
-from engine.io.display import display_pieces, piece_offsets, pieces_from_bytes
-from engine.io.layout import TokenLayout, token_layout
-from engine.io.model import PER_TOKEN_FIELDS, Trajectory
-from engine.io.qwen_vocab import VARIANTS, id_bytes_table
-from engine.io.tokenize import canonical_name, get_tokenizer
+from engine.io.data.layout import TokenLayout, token_layout
+from engine.io.data.model import PER_TOKEN_FIELDS, Trajectory
+from engine.io.text.display import display_pieces, piece_offsets, pieces_from_bytes
+from engine.io.text.qwen_vocab import VARIANTS, id_bytes_table
+from engine.io.text.tokenize import canonical_name, get_tokenizer
 
 
 @dataclass(eq=False)
@@ -81,10 +81,10 @@ class Run:
         return self.trajectories[i].prompt
 
     def to_batch(self, device: torch.device | str | None = None, share_memory: bool = False) -> TrajectoryBatch:
-        """All trajectories as one padded ``TrajectoryBatch`` [B, T] (see ``engine.io.batching``).
+        """All trajectories as one padded ``TrajectoryBatch`` [B, T] (see ``engine.io.data.batching``).
         ``share_memory``: the run's token ids and per-token arrays become read-only views of the batch's CPU rows
         (one copy instead of two when both are kept; the content and ``content_hash`` do not change)."""
-        from engine.io.batching import build_batch
+        from engine.io.data.batching import build_batch
 
         return build_batch(self.trajectories, device, share_memory=share_memory)
 

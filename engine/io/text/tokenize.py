@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.model import TOKEN_DTYPE, Trajectory
+from engine.io.data.model import TOKEN_DTYPE, Trajectory
 
 DEFAULT_TOKENIZER = "qwen2.5"
 BUILTIN_ALIASES = {"default": "qwen2.5", "qwen": "qwen2.5", "qwen2": "qwen2.5", "qwen2.5": "qwen2.5", "qwen3": "qwen3"}
@@ -46,12 +46,12 @@ def allowed_tokenizer(name: str, roots: Sequence[str | Path] | None, base: str |
 
     ``roots=None`` (the command line: the user names files on their own machine): ``name`` unchanged. Otherwise a
     built-in name (``qwen2.5``, ``qwen3`` and their aliases) is kept, and anything else must be a ``tokenizer.json``
-    file inside a root (relative to ``base``, the run file's folder; resolved with ``engine.io.confine``, so ``..``
-    and symlinks leading out are refused): its resolved path is returned. A tokenizer folder is refused too (its
+    file inside a root (relative to ``base``, the run file's folder; resolved with ``engine.io.reading.confine``, so
+    ``..`` and symlinks leading out are refused): its resolved path is returned. A tokenizer folder is refused too (its
     config may name files anywhere), and so is a Hugging Face hub name (it reads the hub cache). Raises
     ``TokenizerRefused`` naming the path and the roots; nothing is opened."""
-    from engine.io.confine import confine
-    from engine.io.qwen_vocab import VARIANTS
+    from engine.io.reading.confine import confine
+    from engine.io.text.qwen_vocab import VARIANTS
 
     if roots is None or canonical_name(name) in VARIANTS:
         return name
@@ -82,7 +82,7 @@ def get_tokenizer(name: str | None = None):
 def _load_tokenizer(canon: str):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from engine.io.qwen_vocab import VARIANTS
+    from engine.io.text.qwen_vocab import VARIANTS
 
     if canon in VARIANTS:  # the checked backend (get_backend), wrapped: one place reads and verifies the file
         return PreTrainedTokenizerFast(
@@ -121,7 +121,7 @@ def get_backend(name: str | None = None):
     backend, so the ids are the same (``tests/test_tokenize.py`` compares them); other names load through
     ``get_tokenizer``."""
     canon = canonical_name(name)
-    from engine.io.qwen_vocab import VARIANTS
+    from engine.io.text.qwen_vocab import VARIANTS
 
     if canon in VARIANTS:
         return _load_backend(canon)
@@ -135,7 +135,7 @@ def _load_backend(canon: str):
     rebuild when the verified text still does not give the expected tokenizer (e.g. another ``tokenizers``)."""
     from tokenizers import Tokenizer
 
-    from engine.io.qwen_vocab import cached_tokenizer_json, check_backend
+    from engine.io.text.qwen_vocab import cached_tokenizer_json, check_backend
 
     for rebuild in (False, True):
         try:
@@ -206,7 +206,7 @@ def vocab_size(tok) -> int:
 
 def known_vocab_size(name: str | None) -> int | None:
     """Vocabulary size without loading the tokenizer, for the built-in ones (Qwen2.5 151,665; Qwen3 151,669)."""
-    from engine.io.qwen_vocab import VARIANTS, variant_vocab_size
+    from engine.io.text.qwen_vocab import VARIANTS, variant_vocab_size
 
     canon = canonical_name(name)
     return variant_vocab_size(canon) if canon in VARIANTS else None

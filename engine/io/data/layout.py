@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.io.model import FLOAT_DTYPE, ROLE_CODES, ROLES, TOKEN_DTYPE, Trajectory
+from engine.io.data.model import FLOAT_DTYPE, ROLE_CODES, ROLES, TOKEN_DTYPE, Trajectory
 
 
 def segment_turns(roles: Sequence[str]) -> list[int]:

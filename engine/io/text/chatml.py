@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from engine.io.coerce import type_name
-from engine.io.model import Segment
-from engine.io.problems import RecordError
+from engine.io.data.model import Segment
+from engine.io.reading.coerce import type_name
+from engine.io.reading.problems import RecordError
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import yaml
 
-from engine.io.context import LoadContext
-from engine.io.records import BOM
+from engine.io.reading.context import LoadContext
+from engine.io.reading.records import BOM
 
 PEEK_BYTES = 4096
 

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from engine.batch import TrajectoryBatch, factorize
-from engine.io.layout import has_per_token, per_token, token_layout
-from engine.io.model import TOKEN_DTYPE, Trajectory
-from engine.io.problems import Problem
+from engine.io.data.layout import has_per_token, per_token, token_layout
+from engine.io.data.model import TOKEN_DTYPE, Trajectory
+from engine.io.reading.problems import Problem
 from engine.perf import release_free_memory
 
 BATCH_FIELDS = {"log_probs": "old_log_probs", "ref_log_probs": "ref_log_probs", "values": "values"}

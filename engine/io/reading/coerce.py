@@ -11,8 +11,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from engine.io.model import FLOAT_DTYPE, TOKEN_DTYPE
-from engine.io.problems import RecordError
+from engine.io.data.model import FLOAT_DTYPE, TOKEN_DTYPE
+from engine.io.reading.problems import RecordError
 
 
 def type_name(value: object) -> str:

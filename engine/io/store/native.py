@@ -1,6 +1,6 @@
 """The native format, JSONL flavour: one trajectory per line, optional run header on the first line.
 
-Schema: ``engine/io/schema/trajectory.v1.json`` (documented in ``docs/FORMAT.md``). Only ``segments`` is
+Schema: ``engine/io/store/schema/trajectory.v1.json`` (documented in ``docs/FORMAT.md``). Only ``segments`` is
 required; ``id`` defaults to ``<file stem>:<line>`` and ``group_id`` to a hash of the prompt. Per-token arrays
 are written as float32 values (shortest round-trip text with orjson), so save -> load reproduces a run exactly.
 """
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.chatml import checked_messages, render_prompt
-from engine.io.coerce import as_float_array, as_reward_dict, as_str, as_token_ids, type_name
-from engine.io.context import LoadContext
-from engine.io.fields import as_id, parse_turn_rewards, prompt_group_id
-from engine.io.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
-from engine.io.problems import RecordError
-from engine.io.records import iter_json_records, record_id
+from engine.io.data.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
+from engine.io.reading.coerce import as_float_array, as_reward_dict, as_str, as_token_ids, type_name
+from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_id, parse_turn_rewards, prompt_group_id
+from engine.io.reading.problems import RecordError
+from engine.io.reading.records import iter_json_records, record_id
+from engine.io.text.chatml import checked_messages, render_prompt
 
 try:
     import orjson

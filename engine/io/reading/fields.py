@@ -6,8 +6,8 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from engine.io.coerce import as_float, as_reward_dict, is_number, type_name
-from engine.io.problems import RecordError
+from engine.io.reading.coerce import as_float, as_reward_dict, is_number, type_name
+from engine.io.reading.problems import RecordError
 
 MAX_TURN_KEY = 10_000  # a keyed turn creates empty placeholder turns before it; bounded so a typo cannot hang
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from engine.io.model import Segment
+from engine.io.data.model import Segment
 
 INFORMATION_BLOCK = re.compile(r"\s*(?:<information>.*?</information>\s*)+|\s*<information>.*\Z", re.DOTALL)
 TOOL_RESPONSE_BLOCK = re.compile(

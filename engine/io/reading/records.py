@@ -19,8 +19,8 @@ import re
 from collections.abc import Generator, Iterator
 from typing import BinaryIO
 
-from engine.io.context import LoadContext
-from engine.io.problems import RecordError
+from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
 
 try:  # optional speed-up
     import orjson

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.io.qwen_vocab import UNICODE_TO_BYTE
+from engine.io.text.qwen_vocab import UNICODE_TO_BYTE
 
 _BYTE_FALLBACK = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
 

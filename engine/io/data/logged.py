@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from engine.io.model import Trajectory
+from engine.io.data.model import Trajectory
 
 
 def logged_advantage_tokens(traj: Trajectory) -> np.ndarray | None:

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.io.context import LoadContext
-from engine.io.limits import check_parquet, decoded_bytes, decoded_over, text_columns
-from engine.io.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
-from engine.io.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
-from engine.io.problems import RecordError
+from engine.io.data.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, TOKEN_DTYPE, Trajectory
+from engine.io.reading.context import LoadContext
+from engine.io.reading.limits import check_parquet, decoded_bytes, decoded_over, text_columns
+from engine.io.reading.problems import RecordError
+from engine.io.store.native import HEADER_KEY, SCHEMA_ID, apply_header, trajectory_from_record
 
 ROW_GROUP = 1024
 JSON_COLUMNS = ("turn_rewards", "global_rewards", "metadata")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from engine.io.problems import UNFORESEEN, ProblemLog, ProgressFn, RecordError, malformed, no_progress
+from engine.io.reading.problems import UNFORESEEN, ProblemLog, ProgressFn, RecordError, malformed, no_progress
 
 T = TypeVar("T")
 
@@ -80,7 +80,7 @@ class LoadContext:
         here, the run keeps its token ids and shows their text with the default tokenizer, and text without token
         ids makes the file refused (``check_tokenizable``). A caller's ``tokenizer`` overrides the file's: then the
         file's is not read at all and not checked."""
-        from engine.io.tokenize import DEFAULT_TOKENIZER, TokenizerRefused, allowed_tokenizer
+        from engine.io.text.tokenize import DEFAULT_TOKENIZER, TokenizerRefused, allowed_tokenizer
 
         if self.tokenizer is None and self.tokenizer_roots is not None:
             try:

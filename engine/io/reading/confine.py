@@ -1,6 +1,6 @@
 """Confining a path to allowed folders: the one check behind the dashboard's run sources
 (``dashboard.sources.resolve_allowed``) and the tokenizer files a server-side load may read
-(``engine.io.tokenize.allowed_tokenizer``)."""
+(``engine.io.text.tokenize.allowed_tokenizer``)."""
 
 from __future__ import annotations
 
