@@ -304,20 +304,21 @@ class CreditConfig:
         for name, value in PROFILES[self.profile].conventions.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
-        for f in dataclasses.fields(self):
-            object.__setattr__(self, f.name, _coerce(f, getattr(self, f.name)))
+        for name, rule in RULES.items():
+            object.__setattr__(self, name, rule.coerce(getattr(self, name)))
         self._validate()
 
     def _validate(self) -> None:
         """Each field against its declaration (allowed values, range), then the rules that tie fields together."""
-        for f in dataclasses.fields(self):
-            value, allowed, within = getattr(self, f.name), choices(f.name), f.metadata["within"]
+        for name, rule in RULES.items():
+            value = getattr(self, name)
             if value is None:
                 continue  # an optional field left unset (a convention is never None here: every profile sets it)
+            allowed = rule.choices() if callable(rule.choices) else rule.choices
             if allowed is not None and value not in allowed:
-                raise ValueError(f"CreditConfig.{f.name}: {value!r} is not one of {list(allowed)}")
-            if within is not None and not within[0] <= value <= within[1]:
-                raise ValueError(f"CreditConfig.{f.name}: must be in {range_text(within)}, got {value}")
+                raise ValueError(f"CreditConfig.{name}: {value!r} is not one of {list(allowed)}")
+            if rule.within is not None and not rule.within[0] <= value <= rule.within[1]:
+                raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
         if self.gdpo_reward_weights is not None and len(self.gdpo_reward_weights) != len(self.gdpo_reward_keys):
@@ -434,11 +435,25 @@ COERCE: dict[str, Callable] = {
 }
 
 
-def _coerce(f: dataclasses.Field, value):
-    hint = HINTS[f.name]
-    if value is None and hint.endswith(" | None"):
-        return None
-    return COERCE[hint.removesuffix(" | None")](value, f.name)
+@dataclass(frozen=True)
+class Rule:
+    """What ``CreditConfig.__post_init__`` applies to one field, read once from its declaration: ``coerce`` checks a
+    value's type and gives its canonical form; ``choices`` (a collection or a function returning one) and
+    ``within`` bound it."""
+
+    coerce: Callable
+    choices: object
+    within: tuple[float, float] | None
+
+
+def _rule(name: str, f: dataclasses.Field) -> Rule:
+    hint, convert = HINTS[name], COERCE[HINTS[name].removesuffix(" | None")]
+    optional = hint.endswith(" | None")
+
+    def coerce(value):
+        return None if value is None and optional else convert(value, name)
+
+    return Rule(coerce, f.metadata["choices"], f.metadata["within"])
 
 
 def _check_declarations() -> None:
@@ -452,6 +467,7 @@ def _check_declarations() -> None:
 
 
 _check_declarations()
+RULES: dict[str, Rule] = {name: _rule(name, f) for name, f in FIELDS.items()}
 
 
 def field_table() -> str:
