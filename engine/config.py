@@ -379,15 +379,24 @@ def label(name: str) -> str:
 
 
 def range_text(within: tuple[float, float]) -> str:
+    """A declared range as written in help and errors: "[0, 1]", "[0, ∞)", "(0, ∞)"."""
+    if within == POSITIVE:
+        return "(0, ∞)"
     lo, hi = within
-    if hi == math.inf:
-        return "(0, ∞)" if lo > 0 else f"[{lo:g}, ∞)"
-    return f"[{lo:g}, {hi:g}]"
+    return f"[{lo:g}, ∞)" if hi == math.inf else f"[{lo:g}, {hi:g}]"
+
+
+def _items(v, name: str, what: str) -> list:
+    if isinstance(v, str) or not hasattr(v, "__iter__"):
+        raise ValueError(f"CreditConfig.{name}: expected a list of {what}, got {v!r}")
+    return list(v)
 
 
 def _weights(v, name: str) -> tuple[tuple[str, float], ...]:
-    items = v.items() if isinstance(v, Mapping) else v
-    return tuple((str(k), _number(w, name)) for k, w in items)
+    pairs = _items(v.items() if isinstance(v, Mapping) else v, name, "(name, weight) pairs")
+    if not all(isinstance(p, (tuple, list)) and len(p) == 2 for p in pairs):
+        raise ValueError(f"CreditConfig.{name}: expected (name, weight) pairs or a name → weight mapping, got {v!r}")
+    return tuple((str(k), _number(w, name)) for k, w in pairs)
 
 
 def _number(v, name: str) -> float:
@@ -418,9 +427,7 @@ def _text(v, name: str) -> str:
 
 
 def _texts(v, name: str) -> tuple[str, ...]:
-    if isinstance(v, str):
-        raise ValueError(f"CreditConfig.{name}: expected a list of names, got the single name {v!r}")
-    return tuple(_text(x, name) for x in v)
+    return tuple(_text(x, name) for x in _items(v, name, "names"))
 
 
 # Annotation (without '| None') → the function that checks a value and gives it its canonical form.
@@ -430,7 +437,7 @@ COERCE: dict[str, Callable] = {
     "float": _number,
     "str": _text,
     "tuple[str, ...]": _texts,
-    "tuple[float, ...]": lambda v, name: tuple(_number(x, name) for x in v),
+    "tuple[float, ...]": lambda v, name: tuple(_number(x, name) for x in _items(v, name, "numbers")),
     "tuple[tuple[str, float], ...]": _weights,
 }
 

@@ -103,6 +103,22 @@ def test_a_value_of_the_wrong_type_is_refused_naming_the_field(name: str) -> Non
         CreditConfig(**{name: wrong})
 
 
+@pytest.mark.parametrize(
+    "name, value, says",
+    [
+        ("gdpo_reward_keys", 3, "expected a list of names, got 3"),
+        ("global_exclude_prefixes", "_raw_", "expected a list of names, got '_raw_'"),
+        ("gdpo_reward_weights", 2.0, "expected a list of numbers, got 2.0"),
+        ("turn_weights", 0.5, r"expected a list of \(name, weight\) pairs, got 0.5"),
+        ("turn_weights", [("format_score", 0.1, 9)], r"expected \(name, weight\) pairs or a name → weight mapping"),
+        ("global_weights", ["exact_match"], r"expected \(name, weight\) pairs or a name → weight mapping"),
+    ],
+)
+def test_a_malformed_list_is_refused_naming_the_field(name: str, value, says: str) -> None:
+    with pytest.raises(ValueError, match=rf"^CreditConfig\.{name}: {says}"):
+        CreditConfig(**{name: value})
+
+
 def test_values_take_their_declared_form() -> None:
     cfg = CreditConfig(gamma=1, turn_weights={"format_score": 1}, gdpo_reward_keys=["a"], gdpo_reward_weights=[2])
     assert type(cfg.gamma) is float and cfg.gamma == 1.0
