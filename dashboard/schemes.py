@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.config import PROFILES, CreditConfig
+from engine.config import CreditConfig
 from engine.config import label as field_label
+from engine.profiles import PROFILES
 
 # CreditConfig field → short key in a code. These are the fields the sidebar and the compare page set.
 SHORT: dict[str, str] = {

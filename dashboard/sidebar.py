@@ -10,9 +10,10 @@ from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
 from dashboard.widgets import Context
 from engine import config, runnable
-from engine.config import FIELD_HELP, PROFILES
+from engine.config import FIELD_HELP
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
+from engine.profiles import PROFILES
 
 KL_PENALTIES = (*KL_NAMES, "k1+", "low_var_kl+")  # '+' = value of the estimator, gradient of k2 (verl ≥ #6058)
 UPLOADS_KEPT = 3

@@ -23,9 +23,9 @@ from dashboard.theme import INFO_HATCH, INFO_OUTLINE, MONO_FAMILY, SECONDARY_TEX
 from dashboard.tokens_html import escape
 from engine import CreditConfig, CreditResult, compute_credit
 from engine.batch import TrajectoryBatch
-from engine.config import PROFILES
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
+from engine.profiles import PROFILES
 
 # ---------------------------------------------------------------------------- KG-R1's structured-reward write-up
 DOC_TURN_REWARDS: tuple[float, ...] = (0.15, 0.20)  # turn_rewards {1: 0.15, 2: 0.20, ...}

@@ -103,7 +103,8 @@ def _section(number: str) -> str:
 
 def test_profile_table_is_what_the_profiles_set() -> None:
     """§8's table of profile conventions says what ``CreditConfig(profile=p)`` resolves, cell by cell."""
-    from engine.config import PROFILES, CreditConfig
+    from engine.config import CreditConfig
+    from engine.profiles import PROFILES
 
     lines = _section("8").splitlines()
     header = next(line for line in lines if line.startswith("| field | meaning |"))

@@ -16,7 +16,8 @@ from dashboard.figures.compare import (
 from dashboard.state import K
 from dashboard.theme import CARD_BACKGROUND, FAINT_TEXT, FONT_FAMILY, SCHEME_COLORS, SECONDARY_TEXT, symmetric_range
 from dashboard.tokens_html import escape
-from engine.config import PLACEMENTS, PROFILES, STEPWISE_MODES
+from engine.config import PLACEMENTS, STEPWISE_MODES
+from engine.profiles import PROFILES
 
 ctx = widgets.sampled_context(widgets.require_context())  # a big run: an even sample of whole groups
 ss = st.session_state
