@@ -32,20 +32,20 @@ LOAD_SHARE = 0.9  # of a progress bar: reading the file; the rest is the content
 # lazy module is not safe to import from several threads, and every browser session is a thread (eight sessions
 # uploading at once on a fresh server: seven got "cannot import name 'AutoTokenizer'"). Synchronisation only, no
 # user data; afterwards calls run in parallel. (The lasting fix is a lock in engine.io.text.tokenize._load_tokenizer.)
-TOKENIZER_LOCK = threading.Lock()
-TOKENIZERS_READY = threading.Event()
+_TOKENIZER_LOCK = threading.Lock()
+_TOKENIZERS_READY = threading.Event()
 
 
 def tokenizer_safe(fn, *args, **kwargs):
     """``fn(*args, **kwargs)``, serialised until some call has imported transformers."""
-    if TOKENIZERS_READY.is_set():
+    if _TOKENIZERS_READY.is_set():
         return fn(*args, **kwargs)
-    with TOKENIZER_LOCK:
+    with _TOKENIZER_LOCK:
         try:
             return fn(*args, **kwargs)
         finally:
             if "transformers" in sys.modules:
-                TOKENIZERS_READY.set()
+                _TOKENIZERS_READY.set()
 
 
 def read_run(path: str, progress: Progress | None = None, response_length: int | None = None, size: int = 0):

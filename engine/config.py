@@ -314,7 +314,7 @@ class CreditConfig:
             value = getattr(self, name)
             if value is None:
                 continue  # an optional field left unset (a convention is never None here: every profile sets it)
-            allowed = rule.choices() if callable(rule.choices) else rule.choices
+            allowed = rule.allowed()
             if allowed is not None and value not in allowed:
                 raise ValueError(f"CreditConfig.{name}: {value!r} is not one of {list(allowed)}")
             if rule.within is not None and not rule.within[0] <= value <= rule.within[1]:
@@ -364,8 +364,8 @@ HINTS: dict[str, str] = {n: str(f.type) for n, f in FIELDS.items()}  # annotatio
 
 def choices(name: str) -> tuple | None:
     """The values field ``name`` accepts (None: any value of its type)."""
-    allowed = FIELDS[name].metadata["choices"]
-    return tuple(allowed()) if callable(allowed) else allowed
+    allowed = RULES[name].allowed()
+    return None if allowed is None else tuple(allowed)
 
 
 def bounds(name: str) -> tuple[float, float] | None:
@@ -451,6 +451,10 @@ class Rule:
     coerce: Callable
     choices: object
     within: tuple[float, float] | None
+
+    def allowed(self):
+        """The accepted values now (the estimator registry is read when asked: it fills after this module)."""
+        return self.choices() if callable(self.choices) else self.choices
 
 
 def _rule(name: str, f: dataclasses.Field) -> Rule:
