@@ -11,10 +11,12 @@ Rows (full size; ``--quick`` shrinks every size for a smoke test and checks no t
 
 Then the pipeline against its estimator, with one torch thread (``bench_pipeline``): ``compute_credit`` (stages
 1–3: placement, in-reward KL, estimator under the rLLM mode) against the estimator alone on the same rewards, and
-against the reference-style loop; each ``compute_credit`` call gets a fresh copy of the batch, so whatever a batch
-derives once (row extents, turn runs) is paid in every call. ``+ views`` adds stage 4 (loss mask, aggregation
-weights, per-turn sums: what the dashboard reads). Targets: compute_credit ≤ 1.5× the estimator alone, and ≥ 10×
-(GAE, B=256, T=8192 with holes) / ≥ 50× (GRPO, B=8192, T=64) faster than the loop.
+against the reference-style loop. ``credit`` gives each call a fresh copy of the batch, so whatever a batch
+derives once (row extents, turn runs) is paid in every call: the first scheme computed on a newly loaded run.
+``kept`` computes on one batch, as the dashboard and ``compare`` do for every further scheme. ``+ views`` adds
+stage 4 (loss mask, aggregation weights, per-turn sums: what the dashboard reads), on a fresh batch. Targets,
+judged on the fresh batch: compute_credit ≤ 1.5× the estimator alone, and ≥ 10× (GAE, B=256, T=8192 with holes)
+/ ≥ 50× (GRPO, B=8192, T=64) faster than the loop.
 
 Each time is the median (targets are judged on it) and the best of a few calls after one warm-up call; the best
 is the time least disturbed by other processes on the same cores, and the printed load average says how busy
@@ -188,6 +190,7 @@ class PipelineRow:
     size: str
     estimator: Timing
     credit: Timing
+    kept: Timing
     with_views: Timing
     loop: Timing
     max_diff: float
@@ -197,6 +200,10 @@ class PipelineRow:
     @property
     def overhead(self) -> float:
         return self.credit.median / self.estimator.median
+
+    @property
+    def kept_overhead(self) -> float:
+        return self.kept.median / self.estimator.median
 
     @property
     def speedup(self) -> float:
@@ -218,6 +225,7 @@ def _pipeline_row(
     est = get_estimator(cfg.estimator)
     fresh = iter([dataclasses.replace(batch) for _ in range(2 * (repeats + 1))])  # nothing derived yet
     credit = time_calls(lambda: compute_credit(next(fresh), cfg, device), repeats, device)
+    kept = time_calls(lambda: compute_credit(batch, cfg, device), repeats, device)
     views = time_calls(lambda: compute_credit(next(fresh), cfg, device).materialize(), repeats, device)
     res = compute_credit(batch, cfg, device)
     diff = _max_diff(res.advantages, loop_fn(inp.token_level_rewards)[0], inp.response_mask)
@@ -226,6 +234,7 @@ def _pipeline_row(
         f"B={batch.batch_size}, T={batch.num_tokens}",
         time_calls(lambda: est.fn(inp, cfg), repeats, device),
         credit,
+        kept,
         views,
         time_calls(lambda: loop_fn(inp.token_level_rewards), loop_repeats, device, 0),
         diff,
@@ -265,8 +274,10 @@ def bench_pipeline(gae_bt, grpo_bt, repeats: int, loop_repeats: int, device: tor
 
 
 def format_pipeline(rows: list[PipelineRow], checked: bool = True) -> str:
-    """Per scheme: estimator alone, compute_credit, + views, loop (medians), the two ratios and the verdict."""
-    header = ("pipeline", "size", "estimator", "credit", "+ views", "loop", "credit ÷ est.", "loop ÷ credit", "max |Δ|")
+    """Per scheme: estimator alone, compute_credit (fresh and kept batch), + views, loop (medians), the ratios
+    and the verdict."""
+    header = ("pipeline", "size", "estimator", "credit", "kept", "+ views", "loop", "credit ÷ est.", "kept ÷ est.")
+    header += ("loop ÷ credit", "max |Δ|")
     header += ("targets", "")
     body = []
     for r in rows:
@@ -282,8 +293,9 @@ def format_pipeline(rows: list[PipelineRow], checked: bool = True) -> str:
             (
                 r.name,
                 r.size,
-                *(_fmt_s(t.median) for t in (r.estimator, r.credit, r.with_views, r.loop)),
+                *(_fmt_s(t.median) for t in (r.estimator, r.credit, r.kept, r.with_views, r.loop)),
                 f"{r.overhead:.2f}×",
+                f"{r.kept_overhead:.2f}×",
                 _fmt_x(r.speedup),
                 f"{r.max_diff:.1e}",
                 targets,
@@ -293,7 +305,9 @@ def format_pipeline(rows: list[PipelineRow], checked: bool = True) -> str:
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
 
     def line(cells) -> str:
-        padded = (c.rjust(w) if 2 <= i <= 8 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+        padded = (
+            c.rjust(w) if 2 <= i <= 10 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
         return "  ".join(padded).rstrip()
 
     rule = "  ".join("-" * w for w in widths).rstrip()
@@ -401,7 +415,8 @@ def run(args: argparse.Namespace) -> None:
     finally:
         torch.set_num_threads(threads)
     print(
-        f"\npipeline: one torch thread, a fresh batch per call, medians of {pipe_repeats} calls (loops: {loop_repeats})"
+        f"\npipeline: one torch thread, a fresh batch per call (kept: one batch), medians of {pipe_repeats} calls "
+        f"(loops: {loop_repeats})"
     )
     print(format_pipeline(pipeline, checked=not args.quick))
 

@@ -2,6 +2,7 @@
 
 Turn reward  r_{i,k} = Σ_c w_c · turn_rewards[i, k, c]   (KG-R1 defaults: format 0.15, validity 0.1, answer 0.1)
 Global reward G_i    = Σ_c w_c · global_rewards[i, c] over components not starting with an excluded prefix.
+Both sums are added left to right in the run's component order (``weighted_components``, CONVENTIONS.md §9).
 A run without structured rewards but with token scores has G_i = Σ_t token_scores[i, t] and no turns.
 
 Placements (``cfg.placement``), on the placement mask m (action tokens under state masking):
@@ -20,17 +21,31 @@ import torch
 from engine.batch import TrajectoryBatch
 
 
-def _weights(names: tuple[str, ...], table: tuple[tuple[str, float], ...], like: torch.Tensor) -> torch.Tensor:
+def weighted_components(components: torch.Tensor, names: tuple[str, ...], table, keep=None) -> torch.Tensor:
+    """Σ_c w_c · components[..., c] (w_c from ``table``; a name it lacks weighs 1), over the components ``keep``
+    allows, added left to right in the run's component order: the order KG-R1's reward manager adds its values in.
+
+    Written as explicit float32 products and sums rather than ``(components * w).sum(-1)``: torch's reduction
+    order over the last axis depends on its length and on the CPU's vector width, so the last bit of a sum of five
+    or more components would depend on the machine; here it does not, and it is faster (no [..., C] product)."""
     w = dict(table)
-    return torch.tensor([w.get(n, 1.0) for n in names], dtype=like.dtype, device=like.device)
+    cols = [c for c in range(len(names)) if keep is None or keep[c]]
+    if not cols:
+        return torch.zeros(components.shape[:-1], dtype=components.dtype, device=components.device)
+    # each weight in the components' precision, as a tensor of weights would hold it
+    weights = torch.tensor([w.get(names[c], 1.0) for c in cols], dtype=components.dtype).tolist()
+    total = components[..., cols[0]] * weights[0]
+    for c, wc in zip(cols[1:], weights[1:], strict=True):
+        total = total + components[..., c] * wc  # two roundings per term, as the sum is written (no fused add)
+    return total
 
 
 def weighted_turn_rewards(batch: TrajectoryBatch, cfg) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(r [B, K], turn_mask [B, K]) or (None, None) when the run has no per-turn components."""
     if batch.turn_rewards is None:
         return None, None
-    w = _weights(batch.turn_reward_names, cfg.turn_weights, batch.turn_rewards)
-    return (batch.turn_rewards * w).sum(-1) * batch.turn_mask, batch.turn_mask
+    r = weighted_components(batch.turn_rewards, batch.turn_reward_names, cfg.turn_weights)
+    return r * batch.turn_mask, batch.turn_mask
 
 
 def global_component_included(names: tuple[str, ...], cfg) -> list[bool]:
@@ -41,9 +56,8 @@ def global_component_included(names: tuple[str, ...], cfg) -> list[bool]:
 def weighted_global_reward(batch: TrajectoryBatch, cfg) -> torch.Tensor | None:
     """G [B], or None when the run has neither global components nor token scores."""
     if batch.global_rewards is not None:
-        keep = torch.tensor(global_component_included(batch.global_reward_names, cfg), device=batch.device)
-        w = _weights(batch.global_reward_names, cfg.global_weights, batch.global_rewards) * keep
-        return (batch.global_rewards * w).sum(-1)
+        keep = global_component_included(batch.global_reward_names, cfg)
+        return weighted_components(batch.global_rewards, batch.global_reward_names, cfg.global_weights, keep)
     if batch.turn_rewards is None and batch.token_scores is not None:
         return batch.token_scores.sum(-1)
     return None

@@ -44,6 +44,22 @@ def test_stage_1_places_the_global_reward_on_the_last_action_token() -> None:
     assert scores.global_reward.tolist() == [0.5, 0.0]
 
 
+def test_stage_1_adds_weighted_components_left_to_right_in_float32() -> None:
+    # five float32 components where the order shows: 1e8 + 1 = 1e8 (spacing 8), so left to right gives
+    # ((((1e8 + 1) + 1) + 1) − 1e8) = 0; a reduction that pairs 1e8 with −1e8 first would give 3
+    names = ("a", "b", "c", "d", "e")
+    comps = torch.tensor([[1e8, 1.0, 1.0, 1.0, -1e8], [0.1, 0.2, 0.3, 0.0, 0.0]])
+    b = tiny(global_rewards=comps, global_reward_names=names)
+    cfg = CreditConfig(estimator="grpo", global_weights={"c": 3.0})  # unnamed components weigh 1
+    g = S.place_scores(b, cfg, S.masks_for(b, cfg)).global_reward
+    f32 = torch.tensor  # each product and partial sum rounded to float32, in the run's component order
+    second = ((f32(0.1) + f32(0.2)) + f32(0.3) * f32(3.0)).item()
+    assert g.tolist() == [0.0, second]
+    # an excluded component is left out, not multiplied by 0: (1e8 + 1 + 3) − 1e8 still rounds to 0
+    cfg = CreditConfig(estimator="grpo", global_exclude_prefixes=("d",))
+    assert S.place_scores(b, cfg, S.masks_for(b, cfg)).global_reward[1].item() == ((f32(0.1) + 0.2) + 0.3).item()
+
+
 def test_stage_2_subtracts_beta_kl_on_the_state_mask() -> None:
     old = torch.full((2, 4), -1.0)
     ref = torch.full((2, 4), -1.5)  # k1 = old − ref = 0.5 everywhere
