@@ -4,6 +4,7 @@ loss = Σ_{i,t} w_{i,t} · L_{i,t} with n_i = Σ_t m_{i,t}, N = Σ n_i, G = #{i:
   token-mean: w = m/N · dp;  token-sum: w = m · dp;  seq-mean-token-sum: w = m/G · dp;
   seq-mean-token-mean: w = m/((n_i + 1e-8)·G) · dp;  seq-mean-token-sum-norm: w = m/(G·S) · dp (verl ≥ PR #5366;
   older verl: m/S, without the dp factor), S = loss_scale_factor (default T).
+G counts every row instead with ``seq_mean_rows="all"`` (TRL: a fully masked row still counts in the mean).
 The effective gradient weight of a token is w · A: how hard (and which way) it moves the policy.
 """
 
@@ -23,10 +24,12 @@ def agg_weights(
     loss_scale_factor: float | None = None,
     sum_norm_divides_by_seqs: bool = True,
     token_sum_supported: bool = True,
+    seq_mean_rows: str = "nonempty",
 ) -> torch.Tensor:
     """w [B, T] such that agg_loss(L) = Σ w·L (masked entries of L neutralised). ``sum_norm_divides_by_seqs`` off
     = older verl (sum-norm = Σ_i S_i / S without /G or dp factor, no dp_size checks); ``token_sum_supported`` off
-    = older verl, which had no token-sum mode (ValueError, as verl raised)."""
+    = older verl, which had no token-sum mode (ValueError, as verl raised). ``seq_mean_rows="all"``: the seq-mean
+    modes divide by the number of rows B, not by the rows with a loss token (TRL's loss_type grpo and dr_grpo)."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {list(LOSS_AGG_MODES)}")
     if mode == "token-sum" and not token_sum_supported:
@@ -40,7 +43,10 @@ def agg_weights(
             raise ValueError(f"{mode} with dp_size > 1 needs global_batch_size (the global sequence count)")
     # An empty loss mask (every row rejected) trains nothing: its weights are 0, not 0/0.
     N = batch_num_tokens if batch_num_tokens is not None else m.sum().clamp(min=1)
-    G = global_batch_size if global_batch_size is not None else (n > 0).sum().clamp(min=1)
+    if global_batch_size is not None:
+        G = global_batch_size
+    else:
+        G = m.shape[0] if seq_mean_rows == "all" else (n > 0).sum().clamp(min=1)
     if mode == "token-mean":
         w = m / N
     elif mode == "token-sum":

@@ -100,8 +100,17 @@ class CreditConfig:
     norm_adv_by_std_in_grpo: bool = option(
         True, "Divide group-centred scores by the group std (off = Dr.GRPO advantage).", label="std normalisation"
     )
-    epsilon: float = option(
-        1e-6, "ε added to the std in GRPO-style normalisation (verl: always 1e-6).", within=NON_NEGATIVE
+    epsilon: float | None = convention(
+        "ε added to the std in GRPO-style normalisation (verl, KG-R1, Search-R1 and rLLM hard-code 1e-6; TRL 1e-4).",
+        within=NON_NEGATIVE,
+    )
+    grpo_std_scope: str = option(
+        "group",
+        "GRPO: the std the centred score is divided by: its group's (verl; TRL scale_rewards='group') or one std "
+        "over the whole batch, the mean still per group (TRL scale_rewards='batch'). TRL's 'none' is "
+        "norm_adv_by_std_in_grpo off.",
+        choices=("group", "batch"),
+        label="GRPO std over",
     )
     # reward shaping
     placement: str = option(
@@ -201,6 +210,12 @@ class CreditConfig:
         within=NON_NEGATIVE,
         label="GRPO variance floor",
     )
+    grpo_singleton: str | None = convention(
+        "GRPO on a group with one row: raw score (verl: μ = 0, σ = 1) or zero (TRL: its NaN std, or its own "
+        "mean, leaves advantage 0).",
+        choices=("raw", "zero"),
+        label="GRPO singleton",
+    )
     rloo_singleton: str | None = convention(
         "RLOO on a singleton group: raw score (verl rloo loop) or zero (rloo_vectorized).", choices=("raw", "zero")
     )
@@ -251,6 +266,13 @@ class CreditConfig:
     sum_norm_divides_by_seqs: bool | None = convention(
         "seq-mean-token-sum-norm divides by the number of sequences too (verl ≥ PR #5366) and dp_size > 1 needs "
         "the global counts; older verl: Σ_i S_i / loss_scale_factor, no dp factor, no checks."
+    )
+    seq_mean_rows: str | None = convention(
+        "Which rows the seq-mean loss modes average over: nonempty (verl: rows with a token in the loss mask) or "
+        "all (TRL: every row of the batch, so a fully masked row, e.g. a truncated completion TRL masks, still "
+        "counts in the mean).",
+        choices=("nonempty", "all"),
+        label="seq-mean over rows",
     )
     token_sum_supported: bool | None = convention(
         "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."

@@ -54,10 +54,13 @@ VERL = Profile(
         reinforce_hole_mode="carry",
         std_ddof=1,
         grpo_var_floor=0.0,
+        epsilon=1e-6,
+        grpo_singleton="raw",
         rloo_singleton="raw",
         rfpp_baseline_scope="token",
         kl_plus_variants=True,
         sum_norm_divides_by_seqs=True,
+        seq_mean_rows="nonempty",
         token_sum_supported=True,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
@@ -144,6 +147,19 @@ PROFILES: dict[str, Profile] = {
             "verl's estimators; stepwise broadcast grouped by the prompt uid, per-step groups = k-th steps of a "
             "prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
             **_RLLM,
+        ),
+        # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
+        VERL.derive(
+            "trl",
+            "TRL",
+            "huggingface/trl 1.16.0 GRPOTrainer",
+            "GRPO with ε = 1e-4 (scale_rewards group / batch / none); every reward column counts; a group left "
+            "with one scorable row gets 0; loss_type grpo and dr_grpo average over every row, fully masked ones "
+            "included.",
+            epsilon=1e-4,
+            grpo_singleton="zero",
+            seq_mean_rows="all",
+            global_exclude_prefixes=(),
         ),
     )
 }

@@ -186,6 +186,7 @@ def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig) -> torch.Tensor:
         cfg.loss_agg_mode,
         loss_scale_factor=cfg.loss_scale_factor,
         sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
+        seq_mean_rows=cfg.seq_mean_rows,
     )
 
 

@@ -17,10 +17,24 @@ def _broadcast(a: torch.Tensor, mask: torch.Tensor, extras: dict) -> EstimatorOu
     return EstimatorOutput(adv, adv, extras | {"row_advantage": a})
 
 
-def grpo_scalar(scores, group_ids, norm_by_std: bool, epsilon: float, ddof: int = 1, var_floor: float = 0.0):
-    """GRPO per-row advantage (s − μ_g)/(σ_g + ε) or s − μ_g; singleton groups get μ=0, σ=1 (the raw score)."""
-    st = group_stats(scores, group_ids, ddof=ddof)
+def grpo_scalar(
+    scores,
+    group_ids,
+    norm_by_std: bool,
+    epsilon: float,
+    ddof: int = 1,
+    var_floor: float = 0.0,
+    std_scope: str = "group",
+    singleton: str = "raw",
+):
+    """GRPO per-row advantage (s − μ_g)/(σ + ε) or s − μ_g, σ the group's std (``std_scope="group"``) or one std
+    over the batch (``"batch"``, TRL scale_rewards='batch'). A singleton group gets μ = 0, σ = 1, so its raw score
+    (``singleton="raw"``, verl), or its own mean, so 0 (``"zero"``, TRL)."""
+    st = group_stats(scores, group_ids, ddof=ddof, singleton_mean=0.0 if singleton == "raw" else None)
     std = st.std
+    if std_scope == "batch":  # TRL: nanstd(rewards) over the batch, 0 for a batch of one row
+        batch_std = scores.std(correction=ddof) if scores.numel() > ddof else scores.new_zeros(())
+        std = batch_std.expand_as(scores)
     if var_floor > 0:
         std = torch.where(st.size > 1, std.pow(2).clamp(min=var_floor).sqrt(), std)
     a = (scores - st.mean) / (std + epsilon) if norm_by_std else scores - st.mean
@@ -31,7 +45,7 @@ def grpo_scalar(scores, group_ids, norm_by_std: bool, epsilon: float, ddof: int 
     "grpo",
     label="GRPO (÷ group std)",
     short="GRPO",
-    singleton="raw",
+    singleton=lambda cfg: cfg.grpo_singleton,
     std_normalised=True,
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{g(i)}(s)}{\mathrm{std}_{g(i)}(s) + \epsilon}"
     r"\quad(\text{Dr.GRPO: } A_i = s_i - \mathrm{mean}_{g(i)}(s))",
@@ -39,7 +53,15 @@ def grpo_scalar(scores, group_ids, norm_by_std: bool, epsilon: float, ddof: int 
 )
 def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
-    a, ex = grpo_scalar(scores, inp.group_ids, cfg.norm_adv_by_std_in_grpo, cfg.epsilon, cfg.std_ddof)
+    a, ex = grpo_scalar(
+        scores,
+        inp.group_ids,
+        cfg.norm_adv_by_std_in_grpo,
+        cfg.epsilon,
+        cfg.std_ddof,
+        std_scope=cfg.grpo_std_scope,
+        singleton=cfg.grpo_singleton,
+    )
     return _broadcast(a, inp.response_mask, ex)
 
 

@@ -342,7 +342,7 @@ def lint_cases() -> dict[str, LintCase]:
                 [1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0],
             ),
             CreditConfig(norm_adv_by_std_in_grpo=False),
-            CreditConfig(epsilon=1e-4),
+            CreditConfig(profile="trl"),
         ),
     ]
     return {c.name: c for c in cases}

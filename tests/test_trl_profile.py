@@ -1,0 +1,80 @@
+"""Profile ``trl`` and the fields it brought (CONVENTIONS.md §10), worked out by hand on tiny batches: ε = 1e-4,
+a group of one row gets 0, scale_rewards='batch' (one std over the batch, the mean per group) and seq-mean losses
+that average over every row, a fully masked one too. TRL's own outputs are checked in test_golden_trl.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from engine import CreditConfig, TrajectoryBatch, compute_credit
+
+# two groups: rows 0-2 (rewards 1, 0, 0.5) and row 3 alone (reward 2); each row three action tokens
+REWARDS = [1.0, 0.0, 0.5, 2.0]
+
+
+def batch(mask_rows=(1, 1, 1, 1)) -> TrajectoryBatch:
+    B, T = len(REWARDS), 3
+    mask = torch.ones(B, T) * torch.tensor(mask_rows, dtype=torch.float32)[:, None]
+    scores = torch.zeros(B, T)
+    scores[:, -1] = torch.tensor(REWARDS)
+    return TrajectoryBatch(
+        token_ids=torch.zeros(B, T, dtype=torch.long),
+        attention_mask=torch.ones(B, T),
+        action_mask=mask,
+        turn_ids=torch.zeros(B, T, dtype=torch.long),
+        group_ids=torch.tensor([0, 0, 0, 1]),
+        token_scores=scores,
+    )
+
+
+def row_advantages(cfg: CreditConfig) -> list[float]:
+    return compute_credit(batch(), cfg, "cpu").advantages[:, 0].tolist()
+
+
+def test_trl_divides_by_the_group_std_plus_1e_4_and_gives_a_singleton_0() -> None:
+    # group 0: mean 0.5, unbiased std sqrt(((0.5)² + (0.5)² + 0) / 2) = 0.5; row 3 alone: 0 (verl: its raw 2)
+    a = row_advantages(CreditConfig(profile="trl", estimator="grpo"))
+    assert a == pytest.approx([0.5 / 0.5001, -0.5 / 0.5001, 0.0, 0.0], abs=1e-6)
+    verl = row_advantages(CreditConfig(profile="verl", estimator="grpo"))
+    assert verl == pytest.approx([0.5 / 0.500001, -0.5 / 0.500001, 0.0, 2.0 / 1.000001], abs=1e-6)
+
+
+def test_scale_rewards_batch_divides_by_one_std_over_the_batch() -> None:
+    # batch std of (1, 0, 0.5, 2): mean 0.875, Σ(x − mean)² = 0.015625 + 0.765625 + 0.140625 + 1.265625 = 2.1875
+    std = math.sqrt(2.1875 / 3)
+    a = row_advantages(CreditConfig(profile="trl", estimator="grpo", grpo_std_scope="batch"))
+    assert a == pytest.approx([0.5 / (std + 1e-4), -0.5 / (std + 1e-4), 0.0, 0.0], abs=1e-6)
+
+
+def test_scale_rewards_none_is_the_centred_reward() -> None:
+    a = row_advantages(CreditConfig(profile="trl", estimator="grpo", norm_adv_by_std_in_grpo=False))
+    assert a == pytest.approx([0.5, -0.5, 0.0, 0.0], abs=1e-7)
+
+
+def test_grpo_std_scope_refuses_other_values() -> None:
+    with pytest.raises(ValueError, match=r"CreditConfig\.grpo_std_scope: 'token' is not one of"):
+        CreditConfig(grpo_std_scope="token")
+
+
+@pytest.mark.parametrize(
+    ("mode", "profile", "weight"),
+    [
+        # row 1 fully masked (TRL's mask_truncated_completions): TRL's grpo loss averages over all 4 rows,
+        # verl's seq-mean over the 3 rows that have a loss token; each row has 3 tokens
+        ("seq-mean-token-mean", "trl", 1 / (3 * 4)),
+        ("seq-mean-token-mean", "verl", 1 / (3 * 3)),
+        ("seq-mean-token-sum-norm", "trl", 1 / (4 * 3)),  # dr_grpo: Σ / (B · max_completion_length = T)
+        ("seq-mean-token-sum-norm", "verl", 1 / (3 * 3)),
+        ("token-mean", "trl", 1 / 9),  # bnpo, dapo: Σ / N whatever the rows
+        ("token-mean", "verl", 1 / 9),
+    ],
+)
+def test_seq_mean_losses_count_every_row_under_trl(mode: str, profile: str, weight: float) -> None:
+    cfg = CreditConfig(profile=profile, estimator="grpo", loss_agg_mode=mode)
+    res = compute_credit(batch(mask_rows=(1, 0, 1, 1)), cfg, "cpu")
+    w = res.agg_weights
+    assert w[1].abs().sum().item() == 0.0
+    assert w[[0, 2, 3]].flatten().tolist() == pytest.approx([weight] * 9, rel=1e-6)
