@@ -165,6 +165,33 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+# TRL's GRPOConfig.loss_type → the CreditConfig aggregation that weighs each token as TRL's loss does (one process,
+# no gradient accumulation; CONVENTIONS.md §10). dr_grpo divides by max_completion_length, the rest need nothing.
+TRL_LOSS_AGG = {
+    "grpo": "seq-mean-token-mean",
+    "sapo": "seq-mean-token-mean",
+    "bnpo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+    "dapo": "token-mean",
+    "cispo": "token-mean",
+    "vespo": "token-mean",
+    "luspo": "seq-mean-token-sum",
+}
+
+
+def trl_loss_agg(loss_type: str, max_completion_length: int | None = None) -> dict[str, object]:
+    """The ``CreditConfig`` fields (``loss_agg_mode``, ``loss_scale_factor``) for TRL's ``loss_type``; dr_grpo needs
+    ``max_completion_length``. Use with ``profile="trl"``, whose seq-mean modes count every row as TRL does."""
+    if loss_type not in TRL_LOSS_AGG:
+        raise ValueError(f"TRL loss_type {loss_type!r} is not one of {list(TRL_LOSS_AGG)}")
+    fields: dict[str, object] = {"loss_agg_mode": TRL_LOSS_AGG[loss_type]}
+    if loss_type == "dr_grpo":
+        if max_completion_length is None:
+            raise ValueError("TRL loss_type 'dr_grpo' divides by max_completion_length: give it")
+        fields["loss_scale_factor"] = float(max_completion_length)
+    return fields
+
+
 def profile_table() -> str:
     """The README's profile table: each profile and what it reproduces."""
     rows = ["| profile | what it reproduces |", "|---|---|"]
