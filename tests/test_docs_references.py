@@ -10,7 +10,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONVENTIONS = REPO / "docs" / "CONVENTIONS.md"
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".pytest_cache", ".ruff_cache", "golden", "data"}
+# .venv-references-trl: the separate environment references/trl/setup_env.sh makes (trl and its dependencies).
+SKIP_DIRS = {
+    ".git",
+    ".venv",
+    ".venv-references-trl",
+    "venv",
+    "node_modules",
+    "__pycache__",
+    ".pytest_cache",
+    ".ruff_cache",
+    "golden",
+    "data",
+}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".yaml", ".yml"}
 # Documents that only existed beside the repository, and the project's own tracker: a clone has neither.
 # (Upstream issues and PRs, named with their repository, are public references and stay.)
