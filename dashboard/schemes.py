@@ -23,6 +23,7 @@ SHORT: dict[str, str] = {
     "gamma": "g",
     "lam": "l",
     "norm_adv_by_std_in_grpo": "ns",
+    "grpo_std_scope": "gs",
     "stepwise_mode": "sm",
     "stepwise_gamma": "sg",
     "normalize_by_steps": "nbs",
@@ -46,6 +47,8 @@ PRESETS: dict[str, str] = {
     "gae,p:kg-r1": "GAE, KG-R1 (old verl)",
     "gae,kl:1,b:0.05": "GAE + in-reward KL",
     "grpo,p:rllm": "GRPO · rLLM profile (pop. std)",
+    "grpo,p:trl": "GRPO · TRL profile (ε 1e-4, a lone row gets 0)",
+    "grpo,p:trl,gs:batch": "GRPO · TRL scale_rewards=batch",
 }
 # "auto": the sidebar's scheme varied one thing at a time (``dashboard.compare_model.auto_codes``), so that the
 # default comparison follows the sidebar's profile and std convention. Travels in the URL as ``schemes=auto``.
@@ -168,6 +171,7 @@ def _piece(field: str, v) -> str:
         "gamma": lambda: f"γ = {v:g}",
         "lam": lambda: f"λ = {v:g}",
         "norm_adv_by_std_in_grpo": lambda: "÷ group std" if v else "no std",
+        "grpo_std_scope": lambda: "std over the batch" if v == "batch" else "std over the group",
         "stepwise_mode": lambda: f"rLLM {MODE_WORDS.get(v, v)}",
         "stepwise_gamma": lambda: f"step γ = {v:g}",
         "normalize_by_steps": lambda: "÷ steps" if v else "not ÷ steps",
@@ -206,6 +210,10 @@ CONVENTION_WORDS = {
     "rfpp_baseline_scope": {},
     "reinforce_hole_mode": {},
     "grpo_var_floor": {},
+    "epsilon": {},
+    "grpo_singleton": {"raw": "raw score", "zero": "0"},
+    "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
+    "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},
 }
 # The fields ``differences`` names one by one, in this order (the rest: "also <field>, …").
 DIFF_FIELDS = (
@@ -213,6 +221,7 @@ DIFF_FIELDS = (
     "profile",
     "stepwise_mode",
     "norm_adv_by_std_in_grpo",
+    "grpo_std_scope",
     "stepwise_gamma",
     "placement",
     "use_kl_in_reward",

@@ -302,6 +302,14 @@ def _scheme_controls(info: RunInfo):
         st.toggle(
             "Divide by group std", key=cfg_key("norm_adv_by_std_in_grpo"), help=FIELD_HELP["norm_adv_by_std_in_grpo"]
         )
+        if ss[cfg_key("estimator")] == "grpo" and ss[cfg_key("norm_adv_by_std_in_grpo")]:
+            st.segmented_control(
+                config.label("grpo_std_scope"),
+                config.choices("grpo_std_scope"),
+                key=cfg_key("grpo_std_scope"),
+                help=FIELD_HELP["grpo_std_scope"],
+                width="stretch",
+            )
         st.toggle(
             "State masking (tool tokens out of the loss)",
             key=cfg_key("state_masking"),

@@ -103,6 +103,7 @@ class CreditConfig:
     epsilon: float | None = convention(
         "ε added to the std in GRPO-style normalisation (verl, KG-R1, Search-R1 and rLLM hard-code 1e-6; TRL 1e-4).",
         within=NON_NEGATIVE,
+        label="ε",
     )
     grpo_std_scope: str = option(
         "group",
@@ -132,7 +133,8 @@ class CreditConfig:
     global_exclude_prefixes: tuple[str, ...] | None = convention(
         "Global components whose name starts with one of these are left out of the global reward. KG-R1 skips "
         "only '_raw_', so its '_otc_scaling_factor' and '_kg_turns_used' bookkeeping keys are added to the reward "
-        "(CONVENTIONS.md §3.5)."
+        "(CONVENTIONS.md §3.5).",
+        label="global keys left out",
     )
     turn_score_reduce: str | None = convention(
         "How turn rewards combine into the trajectory score: mean (KG-R1) or sum (rLLM).",

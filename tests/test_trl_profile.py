@@ -78,3 +78,35 @@ def test_seq_mean_losses_count_every_row_under_trl(mode: str, profile: str, weig
     w = res.agg_weights
     assert w[1].abs().sum().item() == 0.0
     assert w[[0, 2, 3]].flatten().tolist() == pytest.approx([weight] * 9, rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ dashboard
+def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None:
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from dashboard import schemes
+    from dashboard.state import cfg_key
+    from engine import config
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    at.query_params["run"] = "python_tool_two_rollouts"
+    at.query_params["scheme"] = "grpo,p:trl,gs:batch"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    scope = at.sidebar.segmented_control(key=cfg_key("grpo_std_scope"))
+    assert scope.options == list(config.choices("grpo_std_scope")) and scope.value == "batch"
+    assert scope.help == config.FIELD_HELP["grpo_std_scope"]
+    assert at.session_state[cfg_key("profile")] == "trl"
+    assert at.query_params["scheme"] == "grpo,p:trl,gs:batch,vs:zeros"  # the sample has no critic: stand-in named
+    # without std normalisation (TRL's scale_rewards='none') there is no std to scope
+    at.sidebar.toggle(key=cfg_key("norm_adv_by_std_in_grpo")).set_value(False).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not [c for c in at.sidebar.segmented_control if c.key == cfg_key("grpo_std_scope")]
+    # the compare page names what the TRL profile changes
+    text = schemes.differences(CreditConfig(estimator="grpo"), schemes.decode("grpo,p:trl,gs:batch"))
+    assert text == (
+        "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; seq-mean over rows those with a loss "
+        "token → all; global keys left out '_' keys → none); GRPO std over: group → batch"
+    )
