@@ -44,7 +44,7 @@ def draw() -> Context | None:
             bar.progress(LOAD_SHARE, text="Padding the trajectories into one batch…")
         info = services.run_info(handle)
         bar.empty()
-        if why := state.apply_run_scheme(str(handle.ref), info.has_values):
+        if why := state.apply_run_scheme(str(handle.ref), info.has_values, info.source):
             st.caption(why)
         if info.trajectories == 0:
             st.error(

@@ -30,6 +30,15 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
     "lint_cases": ("gae", "the dashboard's default; each case's triggering scheme is in its README"),
 }
+# Run formats whose trainer a profile reproduces: an uploaded or data-directory run of that format opens under
+# it, its other sidebar fields kept (``format_scheme``). Each entry: (the fields it sets, why, in words).
+FORMAT_SCHEMES: dict[str, tuple[dict[str, str], str]] = {
+    "trl_completions": (
+        {"profile": "trl", "estimator": "grpo"},
+        "TRL's GRPOTrainer conventions (ε = 1e-4; a group's lone scorable row gets 0), so that CreditLens's "
+        "advantages can equal the ones TRL logged (lint logged_advantage_mismatch)",
+    ),
+}
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in
     "nemo_gym": ("grpo", "NeMo Gym rollouts train with GRPO (NeMo RL); their critic values are synthesized"),
 }
@@ -113,6 +122,13 @@ def sample_scheme(name: str, has_values: bool) -> tuple[str, str]:
     if has_values:
         return "gae", "verl's GAE on the run's critic values"
     return "grpo", "verl's GRPO (the run has no critic values)"
+
+
+def format_scheme(source: str) -> tuple[dict[str, str], str] | None:
+    """(sidebar fields, why) a run read by the format(s) ``source`` names (``Run.source``, "+"-joined for a
+    folder) opens with; None when its formats do not all share one entry of ``FORMAT_SCHEMES``."""
+    formats = set(source.split("+"))
+    return FORMAT_SCHEMES.get(formats.pop()) if len(formats) == 1 else None
 
 
 def data_dir() -> Path | None:

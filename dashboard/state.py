@@ -299,15 +299,24 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
     return {k: v for k, v in fixed.items() if values[k] != v}
 
 
-def apply_run_scheme(run: str, has_values: bool) -> str:
+def apply_run_scheme(run: str, has_values: bool, source: str = "") -> str:
     """The first time the sidebar shows ``run`` (a ``RunRef`` string), set its scheme to the run's default: a
     sample's source conventions (``sources.sample_scheme``). A link's own ``scheme`` and uploads or data files keep
-    the current scheme. Returns why the sample opens with its scheme ("" for other runs)."""
+    the current scheme, except that a run whose format (``source``) implies a trainer's profile
+    (``sources.format_scheme``: TRL's completion logs) opens under it. Returns why ("" when nothing applies)."""
     ss = st.session_state
     ref = RunRef.parse(run)
     if ref.kind != "sample":
+        first = ss.get(K.SCHEME_RUN) != run
         ss[K.SCHEME_RUN] = run
-        return ""
+        implied = sources.format_scheme(source)
+        if implied is None:
+            return ""
+        fields, why = implied
+        if first:
+            ss.update({cfg_key(f): v for f, v in fields.items()})
+        said = ", ".join(f"{config.label(f)} `{v}`" for f, v in fields.items())  # the app's own words and values
+        return f"This run opens with {said}: {why}."
     code, why = sources.sample_scheme(ref.name, has_values)
     if ss.get(K.SCHEME_RUN) != run:
         ss[K.SCHEME_RUN] = run

@@ -60,3 +60,27 @@ def test_verl_rollout_dump_takes_the_response_length_limit(tmp_path, monkeypatch
     handle = at.session_state[K.CONTEXT].handle
     assert [t.truncated for t in handle.run.trajectories] == [r.truncated for r in rows]
     assert handle.problems == []
+
+
+def test_a_trl_completion_log_opens_under_the_trl_profile(tmp_path):
+    from writers import trl
+
+    written = trl.write_completions(
+        str(tmp_path),
+        step=3,
+        prompts=[[{"role": "user", "content": "What is 2+2?"}], [{"role": "user", "content": "Say hi."}]],
+        completions=[["4", "5", "four", "22"], ["hi", "hello", "yo", "hey"]],
+        reward_funcs={"accuracy": lambda p, c: 1.0 if c.strip() in ("4", "hi") else 0.0},
+    )
+    at = new_app({"page": "tokens"}, load=load_run(written.path))
+    at.session_state[cfg_key("estimator")] = "gae"  # whatever the sidebar held before
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    no_errors(at, "trl upload")
+    assert at.session_state[cfg_key("profile")] == "trl" and at.session_state[cfg_key("estimator")] == "grpo"
+    assert "This run opens with profile `trl`, estimator `grpo`: TRL's GRPOTrainer conventions" in caption_text(at)
+    assert "matches this scheme" in caption_text(at)  # TRL's logged advantages are CreditLens's under `trl`
+    # the user's later choice stays: the profile is set the first time the run is shown, not on every rerun
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl").run()
+    assert at.session_state[cfg_key("profile")] == "verl"
+    assert "differs from this scheme (see Diagnostics)" in caption_text(at)
