@@ -11,10 +11,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CONVENTIONS = REPO / "docs" / "CONVENTIONS.md"
 # .venv-references-trl: the separate environment references/trl/setup_env.sh makes (trl and its dependencies).
+# .venv-references-skyrl: likewise for references/skyrl/setup_env.sh (skyrl and what its estimators import).
 SKIP_DIRS = {
     ".git",
     ".venv",
     ".venv-references-trl",
+    ".venv-references-skyrl",
     "venv",
     "node_modules",
     "__pycache__",
