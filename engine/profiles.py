@@ -148,6 +148,17 @@ PROFILES: dict[str, Profile] = {
             "prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
             **_RLLM,
         ),
+        # SkyRL's ppo_utils: verl's GRPO; RLOO gives a singleton 0; REINFORCE++ and GAE predate verl's hole handling.
+        VERL.derive(
+            "skyrl",
+            "SkyRL",
+            "NovaSky-AI/SkyRL skyrl 0.3.0 ppo_utils",
+            "verl's GRPO; RLOO gives a singleton 0 (as rloo_vectorized); REINFORCE++ resets its return at every "
+            "hole and GAE runs over holes (older verl); adds MaxRL (÷ group mean).",
+            rloo_singleton="zero",
+            reinforce_hole_mode="reset",
+            gae_skip_holes=False,
+        ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(
             "trl",

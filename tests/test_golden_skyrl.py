@@ -1,17 +1,20 @@
 """Golden: SkyRL 0.3.0's advantage estimators (``skyrl_advantages.json``), run unmodified by
 ``references/skyrl/generate.py`` on the shared fixtures of the verl files.
 
-The engine is not compared here yet. These tests pin how SkyRL relates to the verl golden data on the same
-inputs: the fixtures are the verl ones, and where SkyRL runs the same computation as a verl function its
-outputs match that function's golden outputs (GRPO = verl's loop and vectorized GRPO; RLOO = verl's vectorized
-RLOO, singletons 0; REINFORCE++ = the legacy verl b178a3c version that resets the return at every hole; GAE =
-the older verl copy without hole skipping, kept in kgr1_gae_no_hole_skip.json).
+(a) ``compute_credit`` under profile ``skyrl`` reproduces every case, whole tensors (CONVENTIONS.md §11).
+(b) How SkyRL relates to the verl golden data on the same inputs: the fixtures are the verl ones, and where SkyRL
+runs the same computation as a verl function its outputs match that function's golden outputs (GRPO = verl's loop
+and vectorized GRPO; RLOO = verl's vectorized RLOO, singletons 0; REINFORCE++ = the legacy verl b178a3c version
+that resets the return at every hole; GAE = the older verl copy without hole skipping, kept in
+kgr1_gae_no_hole_skip.json).
 """
 
 from __future__ import annotations
 
 import pytest
-from golden_utils import assert_golden, load_golden, tensor
+from golden_utils import assert_golden, credit_from_verl, load_golden, tensor
+
+from engine import CreditConfig
 
 SKYRL = "skyrl_advantages.json"
 CASES = load_golden(SKYRL)["cases"]
@@ -55,11 +58,45 @@ def test_inputs_are_the_verl_fixtures(case: dict) -> None:
         assert case["inputs"][key] == verl["inputs"][key], key
 
 
+ESTIMATOR = {"grpo": "grpo", "rloo": "rloo", "reinforce++": "reinforce_plus_plus", "gae": "gae", "maxrl": "maxrl"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_compute_credit_under_the_skyrl_profile(case: dict) -> None:
+    p, inputs = case["params"], case["inputs"]
+    cfg = CreditConfig(
+        profile="skyrl",
+        estimator=ESTIMATOR[p["estimator"]],
+        placement="as_given",
+        gamma=p["gamma"],
+        lam=p["lambd"],
+        norm_adv_by_std_in_grpo=p["grpo_norm_by_std"],
+        epsilon=p["epsilon"],
+    )
+    extra = {"values": tensor(inputs["values"])} if "values" in inputs else {}
+    res = credit_from_verl(inputs, cfg, **extra)
+    assert_golden(res.advantages, case["outputs"]["advantages"], what="advantages")
+    assert_golden(res.returns, case["outputs"]["returns"], what="returns")
+
+
+WITH_VERL_TWIN = [c for c in CASES if (t := _same_as(c)) is not None and _verl(*t) is not None]
+
+
+def test_the_verl_twins_are_the_expected_ones() -> None:
+    """Every case but MaxRL (not in verl) and two fixtures the old-GAE file lacks has a verl twin."""
+    names = {c["name"] for c in CASES} - {c["name"] for c in WITH_VERL_TWIN}
+    assert names == {
+        *(f"maxrl/{f}" for f in VERL_FIXTURE),
+        "gae/random_dense_seed0/gamma=1.0,lambd=1.0",
+        "gae/random_dense_seed0/gamma=0.99,lambd=0.95",
+        "reinforce++/ties_zero_std/gamma=1.0",
+        "reinforce++/near_tie_float_noise/gamma=1.0",
+    }, names
+
+
+@pytest.mark.parametrize("case", WITH_VERL_TWIN, ids=[c["name"] for c in WITH_VERL_TWIN])
 def test_matches_the_same_computation_in_verl(case: dict) -> None:
     target = _same_as(case)
-    verl = target and _verl(*target)
-    if verl is None:
-        pytest.skip("no verl golden case computes the same thing on this fixture")
+    verl = _verl(*target)
     for key in ("advantages", "returns"):  # every position, masked ones included
         assert_golden(tensor(case["outputs"][key]), verl["outputs"][key], what=f"{target} {key}")
