@@ -16,7 +16,7 @@ import streamlit as st
 from dashboard import schemes, sources
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from engine import config
-from engine.config import STEPWISE_MODES, CreditConfig
+from engine.config import CreditConfig
 from engine.runnable import scheme_fixes
 
 
@@ -290,10 +290,9 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
         fixed["value_source"] = None
     elif values["value_source"] not in ("zeros", "group_mean"):
         fixed["value_source"] = "zeros"
-    if values["stepwise_mode"] not in STEPWISE_MODES:  # a segmented control can be cleared
-        fixed["stepwise_mode"] = "trajectory"
-    if values["grpo_std_scope"] not in config.choices("grpo_std_scope"):  # likewise
-        fixed["grpo_std_scope"] = "group"
+    for field in ("stepwise_mode", "grpo_std_scope"):  # segmented controls can be cleared: the declared default
+        if values[field] not in config.choices(field):
+            fixed[field] = config.FIELDS[field].default
     for fix in scheme_fixes({k: values[k] for k in ("use_kl_in_reward", "placement")}, info.run_has):
         fixed[fix.field] = fix.used  # what the run cannot give (engine.runnable)
     return {k: v for k, v in fixed.items() if values[k] != v}

@@ -10,8 +10,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONVENTIONS = REPO / "docs" / "CONVENTIONS.md"
-# .venv-references-trl: the separate environment references/trl/setup_env.sh makes (trl and its dependencies).
-# .venv-references-skyrl: likewise for references/skyrl/setup_env.sh (skyrl and what its estimators import).
+# .venv-references-trl, .venv-references-skyrl: the separate environments references/setup_env.sh makes (each
+# trainer package and its pinned dependencies).
 SKIP_DIRS = {
     ".git",
     ".venv",

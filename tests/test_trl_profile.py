@@ -110,3 +110,22 @@ def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None
         "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; seq-mean over rows those with a loss "
         "token → all; global keys left out '_' keys → none); GRPO std over: group → batch"
     )
+
+
+def test_a_cleared_segmented_control_falls_back_to_its_declared_default() -> None:
+    import types
+
+    from dashboard.state import fit_scheme
+    from engine.runnable import RunHas
+
+    info = types.SimpleNamespace(has_values=False, run_has=RunHas(values=False, log_probs=False, token_scores=True))
+    values = dict(
+        estimator="grpo",
+        value_source="zeros",
+        stepwise_mode=None,  # what a cleared st.segmented_control holds
+        grpo_std_scope=None,
+        use_kl_in_reward=False,
+        placement="auto",
+    )
+    assert fit_scheme(values, info, ["grpo"]) == {"stepwise_mode": "trajectory", "grpo_std_scope": "group"}
+    assert fit_scheme(values | {"stepwise_mode": "per_step", "grpo_std_scope": "batch"}, info, ["grpo"]) == {}

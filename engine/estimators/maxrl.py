@@ -7,7 +7,9 @@ solves often (μ_g near 1) moves it less than one it rarely solves, and a group 
 
 from __future__ import annotations
 
-from engine.estimators.outcome import _broadcast
+import torch
+
+from engine.estimators.outcome import broadcast_rows
 from engine.groups import group_stats
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
 
@@ -23,7 +25,6 @@ from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
 def maxrl(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     st = group_stats(scores, inp.group_ids)  # a singleton: μ = 0
-    single = st.size == 1
-    a = (scores - st.mean) / (st.mean + cfg.epsilon)
-    a = a.where(~single, scores)  # SkyRL: s − 0 for a singleton, undivided
-    return _broadcast(a, inp.response_mask, {"scores": scores, "group_mean": st.mean, "group_size": st.size})
+    scale = torch.where(st.size > 1, st.mean + cfg.epsilon, 1.0)  # SkyRL: s − 0 for a singleton, undivided
+    a = (scores - st.mean) / scale
+    return broadcast_rows(a, inp.response_mask, {"scores": scores, "group_mean": st.mean, "group_size": st.size})

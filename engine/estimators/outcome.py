@@ -12,7 +12,9 @@ from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
 
 
-def _broadcast(a: torch.Tensor, mask: torch.Tensor, extras: dict) -> EstimatorOutput:
+def broadcast_rows(a: torch.Tensor, mask: torch.Tensor, extras: dict) -> EstimatorOutput:
+    """One advantage per row, ``a`` [B], on the row's ``mask`` tokens; returns = advantages (verl's outcome
+    estimators); ``extras`` gains ``row_advantage``."""
     adv = a[:, None] * mask  # (B, T)
     return EstimatorOutput(adv, adv, extras | {"row_advantage": a})
 
@@ -62,7 +64,7 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
         std_scope=cfg.grpo_std_scope,
         singleton=cfg.grpo_singleton,
     )
-    return _broadcast(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp.response_mask, ex)
 
 
 @register_estimator(
@@ -79,7 +81,7 @@ def grpo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
     a, ex = grpo_scalar(
         scores, inp.group_ids, cfg.norm_adv_by_std_in_grpo, cfg.epsilon, cfg.std_ddof, cfg.grpo_var_floor
     )
-    return _broadcast(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp.response_mask, ex)
 
 
 def rloo_scalar(scores, group_ids, singleton: str = "raw"):
@@ -104,7 +106,7 @@ def rloo_scalar(scores, group_ids, singleton: str = "raw"):
 def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a, ex = rloo_scalar(scores, inp.group_ids, cfg.rloo_singleton)
-    return _broadcast(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp.response_mask, ex)
 
 
 @register_estimator(
@@ -118,7 +120,7 @@ def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 def rloo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a, ex = rloo_scalar(scores, inp.group_ids, "zero")
-    return _broadcast(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp.response_mask, ex)
 
 
 @register_estimator(
@@ -133,7 +135,7 @@ def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     lengths = inp.response_mask.sum(-1)
     st = group_stats(scores, inp.group_ids, weights=lengths)
     a = scores - st.mean
-    return _broadcast(a, inp.response_mask, {"scores": scores, "baseline": st.mean, "group_size": st.size})
+    return broadcast_rows(a, inp.response_mask, {"scores": scores, "baseline": st.mean, "group_size": st.size})
 
 
 @register_estimator(
@@ -151,7 +153,7 @@ def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
     st = group_stats(scores, inp.group_ids)
     a = alpha * (scores - st.mean) / cfg.gpg_f_norm
     ex = {"scores": scores, "group_mean": st.mean, "group_size": st.size, "alpha": torch.full_like(scores, alpha)}
-    return _broadcast(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp.response_mask, ex)
 
 
 @register_estimator(
@@ -184,7 +186,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
         gap = gap / (st.std[top1] + cfg.epsilon)
     a = torch.zeros_like(scores)
     a[top1] = gap
-    return _broadcast(a, inp.response_mask, {"scores": scores, "group_std": st.std, "group_size": st.size})
+    return broadcast_rows(a, inp.response_mask, {"scores": scores, "group_std": st.std, "group_size": st.size})
 
 
 @register_estimator(
@@ -204,7 +206,7 @@ def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
         st = group_stats(scores, inp.group_ids, singleton_mean=None)
         c = torch.where(st.size > 1, scores - st.mean, torch.zeros_like(scores))
         a = c / (c.std(correction=0) + cfg.epsilon)
-        return _broadcast(a, m, {"scores": scores, "group_mean": st.mean, "centred": c})
+        return broadcast_rows(a, m, {"scores": scores, "group_mean": st.mean, "centred": c})
     st = group_stats(scores, inp.group_ids)
     c = scores - st.mean
     adv = masked_whiten(c[:, None] * m, m) * m
@@ -220,7 +222,7 @@ def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
 )
 def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
-    return _broadcast(scores, inp.response_mask, {"scores": scores})
+    return broadcast_rows(scores, inp.response_mask, {"scores": scores})
 
 
 @register_estimator(
@@ -232,7 +234,7 @@ def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
 def prpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a = (scores - scores.mean()) / (scores.std(correction=0) + cfg.epsilon)
-    return _broadcast(a, inp.response_mask, {"scores": scores})
+    return broadcast_rows(a, inp.response_mask, {"scores": scores})
 
 
 def num_groups(group_ids: torch.Tensor) -> int:

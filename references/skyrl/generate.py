@@ -1,6 +1,6 @@
 """Golden data from SkyRL's advantage estimators, called unmodified.
 
-Run in the separate environment made by references/skyrl/setup_env.sh (CreditLens itself never imports skyrl):
+Run in the separate environment made by `bash references/setup_env.sh skyrl` (CreditLens itself never imports skyrl):
 
     .venv-references-skyrl/bin/python references/skyrl/generate.py
 
@@ -23,11 +23,9 @@ process-local, as SkyRL's own code does when ray is not running).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
-import math
 import sys
 import types
 from pathlib import Path
@@ -36,8 +34,9 @@ import numpy as np
 import skyrl
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT_DIR = ROOT / "tests" / "golden"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import golden_io  # noqa: E402  (references/golden_io.py: stdlib only)
+
 OUT_FILE = "skyrl_advantages.json"
 SKYRL_VERSION = "0.3.0"
 TORCH_VERSION = "2.13.0+cpu"
@@ -111,34 +110,12 @@ ESTIMATOR_NOTES = {
 }
 
 
-def _enc(x):
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(x, list):
-        return [_enc(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _enc(v) for k, v in x.items()}
-    return x
-
-
-def _dec(x):
-    if isinstance(x, str):
-        return float(x)
-    if isinstance(x, list):
-        return [_dec(v) for v in x]
-    return x
-
-
 def _f32(rows) -> torch.Tensor:
-    return torch.tensor(_dec(rows), dtype=torch.float32)
+    return torch.tensor(golden_io.decode(rows), dtype=torch.float32)
 
 
 def _cases_by_name(file_name: str) -> dict:
-    return {c["name"]: c for c in json.loads((OUT_DIR / file_name).read_text())["cases"]}
+    return {c["name"]: c for c in json.loads((golden_io.OUT_DIR / file_name).read_text())["cases"]}
 
 
 def _fixtures() -> dict:
@@ -233,7 +210,7 @@ def _build_cases() -> tuple[list[dict], list[str]]:
         outputs = _call(fixture, estimator, gamma, lambd, norm, with_values, uids_array)
         # The trainer's main branch passes the uids as a list of str: same numbers.
         as_list = _call(fixture, estimator, gamma, lambd, norm, with_values, [str(i) for i in fixture["index"]])
-        assert json.dumps(_enc(as_list)) == json.dumps(_enc(outputs)), (estimator, name)
+        assert json.dumps(golden_io.encode(as_list)) == json.dumps(golden_io.encode(outputs)), (estimator, name)
 
         inputs = {
             "token_level_rewards": fixture["token_level_rewards"],
@@ -293,34 +270,16 @@ def _reference(estimators: list[str]) -> dict:
     }
 
 
-def _dump(data: dict) -> str:
-    return json.dumps(_enc(data), indent=1, allow_nan=False)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the file in tests/golden, write nothing")
-    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
-    args = parser.parse_args()
-    if skyrl.__version__ != SKYRL_VERSION or torch.__version__ != TORCH_VERSION:
-        print(
-            f"need skyrl {SKYRL_VERSION} and torch {TORCH_VERSION} (references/skyrl/requirements.txt), found "
-            f"skyrl {skyrl.__version__} and torch {torch.__version__}",
-            file=sys.stderr,
-        )
+    args = golden_io.parse_args(__doc__)
+    versions = {"skyrl": (skyrl.__version__, SKYRL_VERSION), "torch": (torch.__version__, TORCH_VERSION)}
+    if not golden_io.pinned(versions, "references/skyrl/requirements.txt"):
         return 2
     torch.use_deterministic_algorithms(True)
 
     cases, estimators = _build_cases()
-    text = _dump({"reference": _reference(estimators), "format": FORMAT, "cases": cases})
-    path = args.out_dir / OUT_FILE
-    if args.check:
-        same = path.exists() and path.read_text() == text
-        print(f"{'same' if same else 'DIFFERENT'}: {path}")
-        return 0 if same else 1
-    path.write_text(text)
-    print(f"wrote {path} ({len(cases)} cases)")
-    return 0
+    text = golden_io.dump({"reference": _reference(estimators), "format": FORMAT, "cases": cases})
+    return golden_io.write_or_check({OUT_FILE: text}, args.out_dir, args.check)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Golden data from TRL's GRPOTrainer, called unmodified.
 
-Run in the separate environment made by references/trl/setup_env.sh (CreditLens itself never imports trl):
+Run in the separate environment made by `bash references/setup_env.sh trl` (CreditLens itself never imports trl):
 
     .venv-references-trl/bin/python references/trl/generate.py
 
@@ -15,10 +15,8 @@ replaced in `trl.trainer.grpo_trainer` (listed in each file's `reference.stubs`)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
-import json
 import math
 import sys
 import types
@@ -30,8 +28,9 @@ import trl
 import trl.trainer.grpo_trainer as grpo_module
 from trl.trainer.grpo_trainer import GRPOTrainer
 
-ROOT = Path(__file__).resolve().parents[2]
-OUT_DIR = ROOT / "tests" / "golden"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import golden_io  # noqa: E402  (references/golden_io.py: stdlib only)
+
 TRL_VERSION = "1.16.0"
 TORCH_VERSION = "2.13.0+cpu"
 NAN = float("nan")
@@ -68,20 +67,6 @@ class Stub(types.SimpleNamespace):
 
     def __getattr__(self, name):
         raise AttributeError(f"the stub self does not carry {name!r}: TRL read it")
-
-
-def _enc(x):
-    if isinstance(x, float):
-        if math.isnan(x):
-            return "nan"
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        return x
-    if isinstance(x, list):
-        return [_enc(v) for v in x]
-    if isinstance(x, dict):
-        return {k: _enc(v) for k, v in x.items()}
-    return x
 
 
 def _f32(rows) -> torch.Tensor:
@@ -531,21 +516,10 @@ ADVANTAGE_FORMAT = (
 )
 
 
-def _dump(data: dict) -> str:
-    return json.dumps(_enc(data), indent=1, allow_nan=False)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare with the files in tests/golden, write nothing")
-    parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
-    args = parser.parse_args()
-    if trl.__version__ != TRL_VERSION or torch.__version__ != TORCH_VERSION:
-        print(
-            f"need trl {TRL_VERSION} and torch {TORCH_VERSION} (references/trl/requirements.txt), found trl "
-            f"{trl.__version__} and torch {torch.__version__}",
-            file=sys.stderr,
-        )
+    args = golden_io.parse_args(__doc__)
+    versions = {"trl": (trl.__version__, TRL_VERSION), "torch": (torch.__version__, TORCH_VERSION)}
+    if not golden_io.pinned(versions, "references/trl/requirements.txt"):
         return 2
     torch.use_deterministic_algorithms(True)
 
@@ -570,19 +544,9 @@ def main() -> int:
         cases = build(reads)
         reference = _reference(function, stubs)
         reference["self_attributes_read"] = sorted(reads)
-        outputs[file_name] = _dump({"reference": reference, "format": fmt, "cases": cases})
+        outputs[file_name] = golden_io.dump({"reference": reference, "format": fmt, "cases": cases})
 
-    status = 0
-    for file_name, text in outputs.items():
-        path = args.out_dir / file_name
-        if args.check:
-            same = path.exists() and path.read_text() == text
-            print(f"{'same' if same else 'DIFFERENT'}: {path}")
-            status |= 0 if same else 1
-        else:
-            path.write_text(text)
-            print(f"wrote {path} ({len(json.loads(text)['cases'])} cases)")
-    return status
+    return golden_io.write_or_check(outputs, args.out_dir, args.check)
 
 
 if __name__ == "__main__":
