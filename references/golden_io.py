@@ -41,10 +41,13 @@ def dump(data: dict) -> str:
     return json.dumps(encode(data), indent=1, allow_nan=False)
 
 
-def parse_args(doc: str) -> argparse.Namespace:
+def parse_args(doc: str, add_arguments=None) -> argparse.Namespace:
+    """``--check`` and ``--out-dir``, plus whatever ``add_arguments(parser)`` adds (a harness's own options)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="compare with the files in tests/golden, write nothing")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    if add_arguments is not None:
+        add_arguments(parser)
     return parser.parse_args()
 
 
