@@ -2,7 +2,7 @@
 # Creates the separate virtual environment a reference harness runs in (its trainer package and pinned
 # dependencies, CPU torch). CreditLens itself never imports the trainers.
 #
-#   bash references/setup_env.sh NAME [VENV_DIR]     # NAME: trl or skyrl; default VENV_DIR: .venv-references-NAME
+#   bash references/setup_env.sh NAME [VENV_DIR]  # NAME: trl, skyrl or openrlhf; VENV_DIR: .venv-references-NAME
 #   .venv-references-NAME/bin/python references/NAME/generate.py
 #
 # references/NAME/requirements.txt pins everything; references/NAME/requirements-no-deps.txt, when present, lists
@@ -30,5 +30,7 @@ if [ -f "$here/requirements-no-deps.txt" ]; then
 fi
 "$venv/bin/python" -m pip install -r "$here/requirements.txt"
 
-"$venv/bin/python" -c "import $name, torch; print('$name', $name.__version__, '| torch', torch.__version__)"
+# The installed distribution's version (openrlhf's package sets no __version__).
+"$venv/bin/python" -c "import importlib.metadata, $name, torch
+print('$name', importlib.metadata.version('$name'), '| torch', torch.__version__)"
 echo "ready: $venv/bin/python references/$name/generate.py"
