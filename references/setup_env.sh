@@ -2,7 +2,7 @@
 # Creates the separate virtual environment a reference harness runs in (its trainer package and pinned
 # dependencies, CPU torch). CreditLens itself never imports the trainers.
 #
-#   bash references/setup_env.sh NAME [VENV_DIR]   # NAME: trl, skyrl or prime_rl; default VENV_DIR: .venv-references-NAME
+#   bash references/setup_env.sh NAME [VENV_DIR]  # NAME: trl, skyrl, openrlhf, prime_rl; VENV_DIR: .venv-references-NAME
 #   .venv-references-NAME/bin/python references/NAME/generate.py
 #
 # references/NAME/requirements.txt pins everything; references/NAME/requirements-no-deps.txt, when present, lists
@@ -33,7 +33,8 @@ fi
 case "$name" in
     prime_rl)  # not installed: generate.py loads prime-rl's files from a source checkout (--prime-rl-src)
         "$venv/bin/python" -c "import torch; print('torch', torch.__version__)" ;;
-    *)
-        "$venv/bin/python" -c "import $name, torch; print('$name', $name.__version__, '| torch', torch.__version__)" ;;
+    *)  # the installed distribution's version (openrlhf's package sets no __version__)
+        "$venv/bin/python" -c "import importlib.metadata, $name, torch
+print('$name', importlib.metadata.version('$name'), '| torch', torch.__version__)" ;;
 esac
 echo "ready: $venv/bin/python references/$name/generate.py"

@@ -10,13 +10,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONVENTIONS = REPO / "docs" / "CONVENTIONS.md"
-# .venv-references-trl, .venv-references-skyrl: the separate environments references/setup_env.sh makes (each
+# .venv-references-trl, -skyrl, -openrlhf: the separate environments references/setup_env.sh makes (each
 # trainer package and its pinned dependencies).
 SKIP_DIRS = {
     ".git",
     ".venv",
     ".venv-references-trl",
     ".venv-references-skyrl",
+    ".venv-references-openrlhf",
     "venv",
     "node_modules",
     "__pycache__",

@@ -27,9 +27,9 @@ def _commit(reference: dict) -> str:
 
 
 def test_the_set_is_bundled() -> None:
-    assert len(FILES) == 33
-    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 379
-    assert "379 cases in 33 files." in README
+    assert len(FILES) == 34
+    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 419
+    assert "419 cases in 34 files." in README
 
 
 @pytest.mark.parametrize("name", FILES)
