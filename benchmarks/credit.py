@@ -221,7 +221,7 @@ def _pipeline_row(
 ) -> PipelineRow:
     masks = stages.masks_for(batch, cfg)
     scores = stages.place_scores(batch, cfg, masks)
-    inp = stages.estimator_input(batch, scores, stages.subtract_kl(batch, cfg, scores, masks), masks)
+    inp = stages.estimator_input(batch, cfg, scores, stages.subtract_kl(batch, cfg, scores, masks), masks)
     est = get_estimator(cfg.estimator)
     fresh = iter([dataclasses.replace(batch) for _ in range(2 * (repeats + 1))])  # nothing derived yet
     credit = time_calls(lambda: compute_credit(next(fresh), cfg, device), repeats, device)

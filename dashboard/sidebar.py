@@ -14,6 +14,7 @@ from engine.config import FIELD_HELP
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
 from engine.profiles import PROFILES
+from engine.registry import get_estimator
 
 KL_PENALTIES = (*KL_NAMES, "k1+", "low_var_kl+")  # '+' = value of the estimator, gradient of k2 (verl ≥ #6058)
 UPLOADS_KEPT = 3
@@ -310,6 +311,8 @@ def _scheme_controls(info: RunInfo):
                 help=FIELD_HELP["grpo_std_scope"],
                 width="stretch",
             )
+        if get_estimator(ss[cfg_key("estimator")]).whitened:
+            st.toggle(config.label("whiten_std").capitalize(), key=cfg_key("whiten_std"), help=FIELD_HELP["whiten_std"])
         st.toggle(
             "State masking (tool tokens out of the loss)",
             key=cfg_key("state_masking"),

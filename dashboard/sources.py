@@ -32,11 +32,16 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
 }
 # Run formats whose trainer a profile reproduces: an uploaded or data-directory run of that format opens under
 # it, its other sidebar fields kept (``format_scheme``). Each entry: (the fields it sets, why, in words).
-FORMAT_SCHEMES: dict[str, tuple[dict[str, str], str]] = {
+FORMAT_SCHEMES: dict[str, tuple[dict[str, object], str]] = {
     "trl_completions": (
         {"profile": "trl", "estimator": "grpo"},
         "TRL's GRPOTrainer conventions (ε = 1e-4; a group's lone scorable row gets 0), so that CreditLens's "
         "advantages can equal the ones TRL logged (lint logged_advantage_mismatch)",
+    ),
+    "verifiers_traces": (
+        {"profile": "prime-rl", "estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+        "prime-rl's conventions (GRPO without the std, a lone row gets 0, tokens whose advantage is 0 leave the "
+        "loss), so that CreditLens's advantages can equal the ones prime-rl logged (lint logged_advantage_mismatch)",
     ),
 }
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in

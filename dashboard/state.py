@@ -302,7 +302,8 @@ def apply_run_scheme(run: str, has_values: bool, source: str = "") -> str:
     """The first time the sidebar shows ``run`` (a ``RunRef`` string), set its scheme to the run's default: a
     sample's source conventions (``sources.sample_scheme``). A link's own ``scheme`` and uploads or data files keep
     the current scheme, except that a run whose format (``source``) implies a trainer's profile
-    (``sources.format_scheme``: TRL's completion logs) opens under it. Returns why ("" when nothing applies)."""
+    (``sources.format_scheme``: TRL's completion logs, prime-rl's traces) opens under it. Returns why ("" when
+    nothing applies)."""
     ss = st.session_state
     ref = RunRef.parse(run)
     if ref.kind != "sample":
@@ -314,7 +315,8 @@ def apply_run_scheme(run: str, has_values: bool, source: str = "") -> str:
         fields, why = implied
         if first:
             ss.update({cfg_key(f): v for f, v in fields.items()})
-        said = ", ".join(f"{config.label(f)} `{v}`" for f, v in fields.items())  # the app's own words and values
+        shown = {f: ("on" if v else "off") if isinstance(v, bool) else v for f, v in fields.items()}
+        said = ", ".join(f"{config.label(f)} `{v}`" for f, v in shown.items())  # the app's own words and values
         return f"This run opens with {said}: {why}."
     code, why = sources.sample_scheme(ref.name, has_values)
     if ss.get(K.SCHEME_RUN) != run:

@@ -94,7 +94,9 @@ class TrajectoryBatch:
         sum_pi_squared [B, T] or None (Σ_v π(v)² of the rollout policy, for the optimal token baseline);
         rollout_is_weights [B, T] or None (truncated importance weights);
         turn_rewards [B, K, C_turn] or None with turn_mask [B, K] and turn_reward_names (C_turn,);
-        global_rewards [B, C_global] or None with global_reward_names (C_global,);
+        global_rewards [B, C_global] or None with global_reward_names (C_global,); global_rewards_present
+        [B, C_global] bool or None (all present): False where a row has no value for a component (a TRL reward
+        function that returned None; its ``global_rewards`` entry is 0);
         truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings.
     """
 
@@ -115,6 +117,7 @@ class TrajectoryBatch:
     turn_reward_names: tuple[str, ...] = ()
     global_rewards: torch.Tensor | None = None
     global_reward_names: tuple[str, ...] = ()
+    global_rewards_present: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     trajectory_ids: tuple[str, ...] = field(default=())
 
@@ -188,6 +191,11 @@ class TrajectoryBatch:
             s(self, "global_rewards", _as_float("global_rewards", gr, tuple(gr.shape), dev))
             if len(self.global_reward_names) != gr.shape[1]:
                 _fail("global_reward_names", f"expected {gr.shape[1]} names, got {len(self.global_reward_names)}")
+            if self.global_rewards_present is not None:
+                present = _as_mask("global_rewards_present", self.global_rewards_present, tuple(gr.shape), dev)
+                s(self, "global_rewards_present", present.bool())
+        elif self.global_rewards_present is not None:
+            _fail("global_rewards_present", "given without global_rewards")
         s(self, "turn_reward_names", tuple(str(n) for n in self.turn_reward_names))
         s(self, "global_reward_names", tuple(str(n) for n in self.global_reward_names))
 

@@ -100,8 +100,14 @@ class CreditConfig:
     norm_adv_by_std_in_grpo: bool = option(
         True, "Divide group-centred scores by the group std (off = Dr.GRPO advantage).", label="std normalisation"
     )
+    whiten_std: bool = option(
+        True,
+        "GAE and REINFORCE++ batch whitening divides by the std; off = centre only (OpenRLHF --no_std_norm).",
+        label="whitening ÷ std",
+    )
     epsilon: float | None = convention(
-        "ε added to the std in GRPO-style normalisation (verl, KG-R1, Search-R1 and rLLM hard-code 1e-6; TRL 1e-4).",
+        "ε added to the std in GRPO-style normalisation (verl, KG-R1, Search-R1 and rLLM hard-code 1e-6; TRL "
+        "1e-4; OpenRLHF 1e-9).",
         within=NON_NEGATIVE,
         label="ε",
     )
@@ -140,6 +146,13 @@ class CreditConfig:
         "How turn rewards combine into the trajectory score: mean (KG-R1) or sum (rLLM).",
         choices=("mean", "sum"),
         label="trajectory reward",
+    )
+    reward_clip: tuple[float, ...] | None = option(
+        None,
+        "OpenRLHF --reward.clip_range (its default is (-10, 10)): the reward, after the group baseline, is "
+        "clamped to [lo, hi] before the KL is added (outcome estimators: each row's advantage; token estimators: "
+        "each token's score). None = no clamp, as verl.",
+        label="reward clip",
     )
     # KL in reward
     use_kl_in_reward: bool = option(
@@ -184,9 +197,10 @@ class CreditConfig:
         label="GAE skips holes",
     )
     gae_value_mask: str | None = convention(
-        "How the critic's values are masked before GAE: none, attention (KG-R1: padding values are 0) or "
-        "attention_shifted (Search-R1: the last token bootstraps from the first padding value).",
-        choices=("none", "attention", "attention_shifted"),
+        "How the critic's values are masked before GAE: none, attention (KG-R1: padding values are 0), "
+        "attention_shifted (Search-R1: the last token bootstraps from the first padding value) or action "
+        "(OpenRLHF: values and rewards off the action mask, tool tokens included, are 0).",
+        choices=("none", "attention", "attention_shifted", "action"),
         label="GAE value mask",
     )
     value_source: str | None = option(
@@ -197,9 +211,10 @@ class CreditConfig:
         choices=VALUE_SOURCES,
     )
     reinforce_hole_mode: str | None = convention(
-        "REINFORCE++ at holes: carry the return through (verl ≥ PR #7278) or reset it to 0 (older verl: turns "
-        "before a tool call see no outcome reward).",
-        choices=("carry", "reset"),
+        "REINFORCE++ at holes: carry the return through (verl ≥ PR #7278: γ once per valid token, 0 on the "
+        "hole), reset it to 0 (older verl: turns before a tool call see no outcome reward) or positional "
+        "(OpenRLHF: γ once per column, holes included, and a hole shows the running return).",
+        choices=("carry", "reset", "positional"),
         label="REINFORCE++ at holes",
     )
     std_ddof: int | None = convention(
@@ -213,19 +228,50 @@ class CreditConfig:
         label="GRPO variance floor",
     )
     grpo_singleton: str | None = convention(
-        "GRPO on a group with one row: raw score (verl: μ = 0, σ = 1) or zero (TRL: its NaN std, or its own "
-        "mean, leaves advantage 0).",
-        choices=("raw", "zero"),
+        "GRPO on a group with one row: raw score (verl: μ = 0, σ = 1), zero (TRL: its NaN std, or its own "
+        "mean, leaves advantage 0) or nan (OpenRLHF group_norm: the unbiased std of one value is NaN, and so is "
+        "the advantage).",
+        choices=("raw", "zero", "nan"),
         label="GRPO singleton",
     )
     rloo_singleton: str | None = convention(
-        "RLOO on a singleton group: raw score (verl rloo loop) or zero (rloo_vectorized).", choices=("raw", "zero")
+        "RLOO on a singleton group: raw score (verl rloo loop), zero (rloo_vectorized) or nan (OpenRLHF: its "
+        "leave-one-out baseline is 0/0).",
+        choices=("raw", "zero", "nan"),
+        label="RLOO singleton",
+    )
+    outcome_tokens: str | None = convention(
+        "How an outcome estimator's per-row advantage a_i reaches the tokens: broadcast (verl: a_i on every "
+        "masked token, in-reward KL already summed into the score) or reward_to_go (OpenRLHF: the group baseline "
+        "is taken on the score before KL; a_i sits on the row's last masked token and every position up to it, "
+        "holes included, gets a_i plus the reward-to-go of −β·KL).",
+        choices=("broadcast", "reward_to_go"),
+        label="outcome advantage on tokens",
+    )
+    whitening: str | None = convention(
+        "Batch whitening of GAE and REINFORCE++ (and its baseline variant): verl (unbiased token variance, "
+        "rsqrt(var + 1e-8); REINFORCE++ re-masked to 0) or openrlhf (biased variance, rsqrt(max(var, 1e-8)); "
+        "no position re-masked).",
+        choices=("verl", "openrlhf"),
+        label="whitening",
     )
     rfpp_baseline_scope: str | None = convention(
         "REINFORCE++-baseline whitening: token (verl: batch-wide token-weighted whitening) or trajectory_popstd "
         "(rLLM: divide by the population std of the centred trajectory rewards; singletons 0).",
         choices=("token", "trajectory_popstd"),
         label="RF++ baseline scope",
+    )
+    maxrl_form: str | None = convention(
+        "MaxRL's form: skyrl ((s − μ_g)/(μ_g + ε) in a group of two or more, a singleton's raw score) or prime_rl "
+        "((s − μ_g)/μ_g, and 0 for the whole group when μ_g ≤ 0, a singleton included).",
+        choices=("skyrl", "prime_rl"),
+        label="MaxRL form",
+    )
+    kl_clamp: str | None = convention(
+        "Which KL estimators are clamped to [−10, 10]: k3 (verl: low_var_kl only) or all (OpenRLHF "
+        "compute_approx_kl clamps k1 and k2 too).",
+        choices=("k3", "all"),
+        label="KL clamp",
     )
     kl_plus_variants: bool | None = convention(
         "Accept 'k1+', 'low_var_kl+', … (verl ≥ PR #6058); older verl raised NotImplementedError."
@@ -243,6 +289,12 @@ class CreditConfig:
         None,
         "GDPO: weight of each key's GRPO advantage before batch whitening (verl algorithm.gdpo_reward_weights); "
         "None = all 1.",
+    )
+    gdpo_whiten: str | None = convention(
+        "GDPO's final batch normalisation of Σ_k w_k A_k: token (verl: token-weighted masked_whiten, then × mask) "
+        "or row (TRL normalize_then_sum: (x − mean)/(std + ε) over rows, unbiased std, ε = the profile's).",
+        choices=("token", "row"),
+        label="GDPO whitening",
     )
     otb_handle_zero_tail: bool | None = convention(
         "Optimal token baseline: zero the baseline where a group's strictly longest trajectory runs past the "
@@ -275,6 +327,19 @@ class CreditConfig:
         "counts in the mean).",
         choices=("nonempty", "all"),
         label="seq-mean over rows",
+    )
+    group_sizes: str | None = convention(
+        "Prompt groups of any size (verl and the others), or equal ones only (OpenRLHF reshapes the rewards to "
+        "(-1, n_samples_per_prompt): a batch whose groups differ in size cannot come from it, and is refused).",
+        choices=("any", "equal"),
+        label="group sizes",
+    )
+    zero_advantage_tokens: str | None = convention(
+        "Trained tokens whose advantage is exactly 0: kept in the loss (verl and the others: they count in the "
+        "token-mean denominators) or dropped (prime-rl filter_zero_advantages: out of the loss and its token "
+        "count, and a row left with no token drops out).",
+        choices=("kept", "dropped"),
+        label="zero-advantage tokens",
     )
     token_sum_supported: bool | None = convention(
         "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."
@@ -345,6 +410,9 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        clip = self.reward_clip
+        if clip is not None and not (len(clip) == 2 and clip[0] < clip[1]):
+            raise ValueError(f"CreditConfig.reward_clip: expected (lo, hi) with lo < hi, got {self.reward_clip!r}")
         if self.gdpo_reward_weights is not None and len(self.gdpo_reward_weights) != len(self.gdpo_reward_keys):
             raise ValueError("CreditConfig.gdpo_reward_weights: need one weight per gdpo_reward_keys entry")
 

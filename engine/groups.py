@@ -34,14 +34,21 @@ def group_stats(
     singleton_mean: float | None = 0.0,
     singleton_std: float = 1.0,
     weights: torch.Tensor | None = None,
+    grid: bool = False,
 ) -> GroupStats:
     """Group mean and std of ``scores`` [B] broadcast back to rows.
 
     mean_g = Σ w s / Σ w (w = 1 unless ``weights``); var_g = Σ (s − mean)² / (n − ddof) (unweighted).
     A singleton group (n = 1) gets mean = ``singleton_mean`` (None keeps its own score) and std = ``singleton_std``
     (verl: μ = 0, σ = 1, so its advantage is its raw score).
+
+    ``grid``: the groups are all the same size (the caller checked), and the statistics are taken as OpenRLHF
+    takes them, ``mean(-1)`` and ``std(-1)`` of the scores laid out as a [G, n] tensor; the same numbers up to
+    rounding, bit for bit OpenRLHF's (a 1-ulp tie is amplified by its ε = 1e-9).
     """
     idx, G = dense_group_ids(group_ids)
+    if grid and weights is None:
+        return _grid_stats(scores, idx, G, ddof, singleton_mean, singleton_std)
     dt = scores.dtype
     ones = torch.ones_like(scores)
     size = torch.zeros(G, dtype=dt, device=scores.device).index_add_(0, idx, ones)
@@ -57,4 +64,18 @@ def group_stats(
     if singleton_mean is not None:
         mean = torch.where(single, torch.full_like(mean, singleton_mean), mean)
     std = torch.where(single, torch.full_like(std, singleton_std), std)
+    return GroupStats(mean=mean[idx], std=std[idx], size=size[idx], index=idx)
+
+
+def _grid_stats(scores, idx, G, ddof, singleton_mean, singleton_std) -> GroupStats:
+    order = torch.argsort(idx, stable=True)
+    n = scores.numel() // max(G, 1)
+    table = scores[order].reshape(G, n)  # row g: group g's scores in batch order
+    mean = table.mean(-1)
+    std = table.std(-1, correction=ddof) if n > ddof else torch.full_like(mean, torch.nan)
+    size = torch.full_like(mean, float(n))
+    if n == 1:
+        if singleton_mean is not None:
+            mean = torch.full_like(mean, singleton_mean)
+        std = torch.full_like(std, singleton_std)
     return GroupStats(mean=mean[idx], std=std[idx], size=size[idx], index=idx)

@@ -2,7 +2,8 @@
 
 d = logprob − ref_logprob.  k1/kl: d;  abs: |d|;  k2/mse: ½d²;  k3/low_var_kl: x = clamp(−d, ±20),
 clamp(eˣ − x − 1, ±10) (Schulman's unbiased low-variance estimator).  ``name+``: the value of ``name`` with the
-gradient of k2 (straight-through), accepted by verl ≥ PR #6058 only.
+gradient of k2 (straight-through), accepted by verl ≥ PR #6058 only. ``clamp_all`` (OpenRLHF ``compute_approx_kl``)
+clamps every estimator's value to [−10, 10], not only k3's.
 In-reward: rewards = scores − β · kl · m, β from a fixed or adaptive controller (Ziegler et al. 2019).
 """
 
@@ -29,9 +30,13 @@ def check_kl_penalty(kind: str, allow_plus: bool = True) -> None:
         raise NotImplementedError(f"unknown kl_penalty {kind!r}; choose from {list(KL_NAMES)} or their '+' variants")
 
 
-def kl_penalty(logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True) -> torch.Tensor:
-    """Per-token KL estimate, same shape as the inputs."""
+def kl_penalty(
+    logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True, clamp_all: bool = False
+) -> torch.Tensor:
+    """Per-token KL estimate, same shape as the inputs; with ``clamp_all`` every estimator is clamped to ±10."""
     check_kl_penalty(kind, allow_plus)
+    if clamp_all and not kind.endswith("+"):
+        return kl_penalty(logprob, ref_logprob, kind).clamp(min=-10, max=10)
     d = logprob - ref_logprob
     if kind.endswith("+"):  # the value of the estimator, the gradient of k2
         k2 = 0.5 * d.square()
@@ -68,10 +73,11 @@ def apply_kl_penalty(
     target: float = 0.1,
     horizon: float = 10000.0,
     allow_plus: bool = True,
+    clamp_all: bool = False,
 ) -> KLPenalty:
     """rewards = scores − β·kl·m; current_kl = mean over rows of the row's masked mean KL; then the controller
     update β ← β·(1 + clip(current_kl/target − 1, ±0.2)·B/horizon) when adaptive."""
-    kld = kl_penalty(old_log_probs, ref_log_probs, kind, allow_plus) * mask
+    kld = kl_penalty(old_log_probs, ref_log_probs, kind, allow_plus, clamp_all) * mask
     rewards = token_level_scores - beta * kld
     current = float(masked_mean(kld, mask, dim=-1).mean())
     beta_next = beta

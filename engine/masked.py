@@ -53,3 +53,22 @@ def masked_whiten(x: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True) 
     var = masked_var(x, mask, mean=mean)
     whitened = (x - mean) * torch.rsqrt(var + 1e-8)
     return whitened if shift_mean else whitened + mean
+
+
+def whiten(x: torch.Tensor, mask: torch.Tensor, style: str = "verl", divide_by_std: bool = True) -> torch.Tensor:
+    """Batch whitening of ``x`` over ``mask`` (token-weighted), every position transformed, none re-masked.
+
+    ``style="verl"``: ``masked_whiten`` (unbiased variance, rsqrt(σ² + 1e-8)). ``"openrlhf"`` (OpenRLHF
+    ``compute_advantages_and_returns``): μ = Σ x·m / Σ m, σ² = Σ (x − μ)²·m / Σ m (biased), rsqrt(max(σ², 1e-8)).
+    ``divide_by_std=False`` only centres (OpenRLHF ``--no_std_norm``)."""
+    if style == "verl":
+        return masked_whiten(x, mask) if divide_by_std else x - masked_mean(x, mask)
+    if style != "openrlhf":
+        raise ValueError(f"whitening style {style!r} is not one of ['verl', 'openrlhf']")
+    n = mask.sum()
+    mean = (x * mask).sum() / n
+    centred = x - mean
+    if not divide_by_std:
+        return centred
+    var = (centred.square() * mask).sum() / n
+    return centred * var.clamp(min=1e-8).rsqrt()

@@ -57,6 +57,13 @@ VERL = Profile(
         epsilon=1e-6,
         grpo_singleton="raw",
         rloo_singleton="raw",
+        outcome_tokens="broadcast",
+        whitening="verl",
+        kl_clamp="k3",
+        maxrl_form="skyrl",
+        zero_advantage_tokens="kept",
+        group_sizes="any",
+        gdpo_whiten="token",
         rfpp_baseline_scope="token",
         kl_plus_variants=True,
         sum_norm_divides_by_seqs=True,
@@ -166,14 +173,84 @@ PROFILES: dict[str, Profile] = {
             "huggingface/trl 1.16.0 GRPOTrainer",
             "GRPO with ε = 1e-4 (scale_rewards group / batch / none); every reward column counts; a group left "
             "with one scorable row gets 0; loss_type grpo and dr_grpo average over every row, fully masked ones "
-            "included.",
+            "included; normalize_then_sum is GDPO whitened over rows.",
             epsilon=1e-4,
             grpo_singleton="zero",
             seq_mean_rows="all",
             global_exclude_prefixes=(),
+            gdpo_whiten="row",
+        ),
+        # OpenRLHF's experience maker: baseline the scalar reward, then per-token KL, then cumulative returns.
+        VERL.derive(
+            "openrlhf",
+            "OpenRLHF",
+            "OpenRLHF/OpenRLHF openrlhf 0.11.2 experience_maker",
+            "group baseline on the reward before KL, then the reward-to-go of the centred reward and −β·KL (γ "
+            "once per column, holes included); whitening with the biased variance, nothing re-masked; GAE values "
+            "on the action mask, no hole skipping; ε = 1e-9; a group of one gives NaN; every KL estimator "
+            "clamped to ±10; groups must be equal in size.",
+            outcome_tokens="reward_to_go",
+            whitening="openrlhf",
+            reinforce_hole_mode="positional",
+            gae_skip_holes=False,
+            gae_value_mask="action",
+            epsilon=1e-9,
+            grpo_singleton="nan",
+            rloo_singleton="nan",
+            kl_clamp="all",
+            kl_plus_variants=False,
+            group_sizes="equal",
+        ),
+        # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
+        VERL.derive(
+            "prime-rl",
+            "prime-rl",
+            "PrimeIntellect-ai/prime-rl 559b4477 orchestrator",
+            "GRPO without the std (r − group mean), a group of one gets 0; MaxRL (r − μ)/μ, 0 when μ ≤ 0; tokens "
+            "whose advantage is exactly 0 leave the loss and its token count (filter_zero_advantages).",
+            grpo_singleton="zero",
+            maxrl_form="prime_rl",
+            zero_advantage_tokens="dropped",
         ),
     )
 }
+
+
+# prime-rl's algo.type → the CreditConfig fields that compute its advantage under profile="prime-rl" (CONVENTIONS.md
+# §13). hierarchical_grpo is GRPO whose groups are (agent, episode) keys: the loader's group ids must say so.
+PRIME_RL_ALGORITHMS: dict[str, dict[str, object]] = {
+    "grpo": {"estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+    "max_rl": {"estimator": "maxrl"},
+    "hierarchical_grpo": {"estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+}
+
+
+def prime_rl_algorithm(name: str) -> dict[str, object]:
+    """The ``CreditConfig`` fields for prime-rl's ``algo.type`` ``name``; use with ``profile="prime-rl"``."""
+    if name not in PRIME_RL_ALGORITHMS:
+        raise ValueError(f"prime-rl algo.type {name!r} is not one of {list(PRIME_RL_ALGORITHMS)}")
+    return dict(PRIME_RL_ALGORITHMS[name])
+
+
+# OpenRLHF's --advantage_estimator → the CreditConfig fields that compute it under profile="openrlhf"
+# (CONVENTIONS.md §12). OpenRLHF forces γ = 1 for every estimator but reinforce and gae.
+OPENRLHF_ESTIMATORS: dict[str, dict[str, object]] = {
+    "gae": {"estimator": "gae"},
+    "reinforce": {"estimator": "reinforce_plus_plus"},
+    "rloo": {"estimator": "rloo"},
+    "reinforce_baseline": {"estimator": "reinforce_plus_plus_baseline"},
+    "group_norm": {"estimator": "grpo"},
+    "dr_grpo": {"estimator": "grpo", "norm_adv_by_std_in_grpo": False},
+    "flash_reinforce": {"estimator": "flash_reinforce"},
+}
+
+
+def openrlhf_estimator(name: str) -> dict[str, object]:
+    """The ``CreditConfig`` fields for OpenRLHF's ``advantage_estimator`` ``name``; use with
+    ``profile="openrlhf"``."""
+    if name not in OPENRLHF_ESTIMATORS:
+        raise ValueError(f"OpenRLHF advantage_estimator {name!r} is not one of {list(OPENRLHF_ESTIMATORS)}")
+    return dict(OPENRLHF_ESTIMATORS[name])
 
 
 # TRL's GRPOConfig.loss_type → the CreditConfig aggregation that weighs each token as TRL's loss does (one process,
@@ -188,6 +265,25 @@ TRL_LOSS_AGG = {
     "vespo": "token-mean",
     "luspo": "seq-mean-token-sum",
 }
+
+
+def trl_aggregation(
+    multi_objective_aggregation: str, reward_funcs: tuple[str, ...], reward_weights: tuple[float, ...] | None = None
+) -> dict[str, object]:
+    """The ``CreditConfig`` fields for TRL's ``multi_objective_aggregation`` over the reward functions
+    ``reward_funcs`` (the run's global reward components) with ``reward_weights`` (default 1 each): sum_then_normalize
+    is GRPO on the weighted sum, normalize_then_sum is GDPO, its final normalisation over rows under ``trl``."""
+    weights = tuple(reward_weights) if reward_weights is not None else (1.0,) * len(reward_funcs)
+    if len(weights) != len(reward_funcs):
+        raise ValueError(f"TRL reward_weights: {len(weights)} weights for {len(reward_funcs)} reward functions")
+    if multi_objective_aggregation == "sum_then_normalize":
+        return {"estimator": "grpo", "global_weights": tuple(zip(reward_funcs, weights, strict=True))}
+    if multi_objective_aggregation == "normalize_then_sum":
+        return {"estimator": "gdpo", "gdpo_reward_keys": tuple(reward_funcs), "gdpo_reward_weights": weights}
+    raise ValueError(
+        f"TRL multi_objective_aggregation {multi_objective_aggregation!r} is not 'sum_then_normalize' or "
+        "'normalize_then_sum'"
+    )
 
 
 def trl_loss_agg(loss_type: str, max_completion_length: int | None = None) -> dict[str, object]:

@@ -24,8 +24,13 @@ class EstimatorInput:
     action_mask: tokens the policy generated. turn_rewards [B, K]: weighted per-turn reward; turn_mask [B, K];
     global_reward [B]: weighted global reward (KG-R1 structured estimators read these three).
     global_components [B, C] with global_component_names (C,): the unweighted global reward components (GDPO
-    normalises them one by one). sum_pi_squared [B, T]: Σ_v π(v)² of the rollout policy at each token and
+    normalises them one by one); global_present [B, C] bool: which rows have a value (None: all).
+    sum_pi_squared [B, T]: Σ_v π(v)² of the rollout policy at each token and
     rollout_is_weights [B, T]: truncated IS weights (the optimal-token-baseline estimators read these).
+    outcome_tokens: how an outcome estimator's row advantage reaches the tokens (``cfg.outcome_tokens``: broadcast
+    or reward_to_go); kl_rewards [B, T]: under reward_to_go, the in-reward KL term −β·KL·m that is added as a
+    reward-to-go after the baseline (token_level_rewards then holds the scores before KL), else None.
+    reward_clip: (lo, hi) an outcome estimator's row advantage is clamped to before it reaches the tokens.
     """
 
     token_level_rewards: torch.Tensor
@@ -41,8 +46,12 @@ class EstimatorInput:
     global_reward: torch.Tensor | None = None
     global_components: torch.Tensor | None = None
     global_component_names: tuple[str, ...] = ()
+    global_present: torch.Tensor | None = None
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
+    outcome_tokens: str = "broadcast"
+    kl_rewards: torch.Tensor | None = None
+    reward_clip: tuple[float, ...] | None = None
 
     def select(self, rows: torch.Tensor, **changes) -> EstimatorInput:
         """A virtual batch: rows ``rows`` of every tensor field (each is [B, …]), with ``changes`` as given."""
@@ -78,7 +87,7 @@ NEEDS: dict[str, str] = {
     "old_log_probs": "the rollout policy's log-probs",
 }
 KINDS = ("token", "outcome")
-SINGLETON = ("raw", "zero")
+SINGLETON = ("raw", "zero", "nan")
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,8 @@ class Estimator:
     reproduces. singleton: what a row alone in its prompt group gets — "raw" (its own score against a 0
     baseline), "zero", a function of the config for estimators where a convention decides, or None when rows are
     not baselined against their group. std_normalised: divides by the group std when ``norm_adv_by_std_in_grpo``.
-    structured_rewards: reads the structured turn/global rewards itself, so the placement does not reach it."""
+    structured_rewards: reads the structured turn/global rewards itself, so the placement does not reach it.
+    whitened: whitens its advantages over the batch per ``cfg.whitening`` (``whiten_std`` switches the ÷ std)."""
 
     name: str
     label: str
@@ -104,9 +114,10 @@ class Estimator:
     singleton: str | Callable[[object], str] | None = None
     std_normalised: bool = False
     structured_rewards: bool = False
+    whitened: bool = False
 
     def singleton_gets(self, cfg) -> str | None:
-        """ "raw", "zero", or None (rows are not baselined against their prompt group) under ``cfg``."""
+        """ "raw", "zero", "nan", or None (rows are not baselined against their prompt group) under ``cfg``."""
         return self.singleton(cfg) if callable(self.singleton) else self.singleton
 
     def uses_group_std(self, cfg) -> bool:
@@ -128,6 +139,7 @@ def register_estimator(
     singleton: str | Callable[[object], str] | None = None,
     std_normalised: bool = False,
     structured_rewards: bool = False,
+    whitened: bool = False,
 ) -> Callable[[EstimatorFn], EstimatorFn]:
     """Decorator: add ``fn`` to ``ESTIMATORS`` under ``name`` (see ``Estimator`` for the fields); a second
     registration of the name, a requirement not in ``NEEDS``, an unknown kind or singleton rule raise."""
@@ -143,7 +155,7 @@ def register_estimator(
             raise ValueError(f"estimator {name!r} is already registered")
         spec = Estimator(
             name, label, formula, tuple(requires), kind, reference, fn,
-            short or label, singleton, std_normalised, structured_rewards,
+            short or label, singleton, std_normalised, structured_rewards, whitened,
         )  # fmt: skip
         ESTIMATORS[name] = spec
         return fn
@@ -179,7 +191,7 @@ def estimator_table() -> str:
     def singleton(e: Estimator) -> str:
         if callable(e.singleton):
             return "by profile"
-        return {"raw": "raw score", "zero": "0", None: "–"}[e.singleton]
+        return {"raw": "raw score", "zero": "0", "nan": "NaN", None: "–"}[e.singleton]
 
     rows = [
         "| name | label | formula | needs | singleton group | ÷ group std | reference |",

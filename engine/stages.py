@@ -99,7 +99,7 @@ def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, 
             raise ValueError("use_kl_in_reward needs old_log_probs and ref_log_probs; the run lacks them")
         pen = apply_kl_penalty(
             scores.scores, batch.old_log_probs, batch.ref_log_probs, masks.state, cfg.kl_penalty, cfg.kl_coef,
-            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants,
+            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants, cfg.kl_clamp == "all",
         )  # fmt: skip
         metrics = {"kl": pen.current_kl, "kl_coef": pen.beta, "kl_coef_next": pen.beta_next}
         return Rewards(pen.token_level_rewards, pen.kl, metrics)
@@ -113,15 +113,30 @@ def shown_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, mas
     (zeros without log-probs). [B, T]."""
     if batch.old_log_probs is None or batch.ref_log_probs is None:
         return torch.zeros_like(scores.scores)
-    kl = kl_penalty(batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants).detach()
+    kl = kl_penalty(
+        batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants, cfg.kl_clamp == "all"
+    ).detach()
     return kl.mul_(masks.state)  # kl_penalty returns a new tensor: masked in place, no second [B, T]
 
 
 # ------------------------------------------------------------------------------------------------ (3) advantages
-def estimator_input(batch: TrajectoryBatch, scores: TokenScores, rewards: Rewards, masks: Masks) -> EstimatorInput:
-    """What stage 3 hands the estimator: the rewards on the advantage mask, and the batch fields it may read."""
+def estimator_input(
+    batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, rewards: Rewards, masks: Masks
+) -> EstimatorInput:
+    """What stage 3 hands the estimator: the rewards on the advantage mask, and the batch fields it may read.
+    Under ``outcome_tokens="reward_to_go"`` an outcome estimator gets the scores before KL and the KL term
+    −β·KL·m apart (``kl_rewards``), which it adds after its baseline (OpenRLHF)."""
+    token_rewards, kl_rewards = rewards.rewards, None
+    outcome = get_estimator(cfg.estimator).kind == "outcome"
+    if cfg.outcome_tokens == "reward_to_go" and outcome:
+        token_rewards = scores.scores
+        if rewards.kl is not None:
+            kl_rewards = rewards.kl * -rewards.metrics["kl_coef"]
+    elif cfg.reward_clip is not None and not outcome:  # OpenRLHF compute_reward: the reward clamped before the KL
+        clipped = scores.scores.clamp(*cfg.reward_clip)
+        token_rewards = clipped if rewards.kl is None else clipped - rewards.kl * rewards.metrics["kl_coef"]
     return EstimatorInput(
-        token_level_rewards=rewards.rewards,
+        token_level_rewards=token_rewards,
         response_mask=masks.advantage,
         group_ids=batch.group_ids,
         turn_ids=batch.turn_ids,
@@ -134,9 +149,24 @@ def estimator_input(batch: TrajectoryBatch, scores: TokenScores, rewards: Reward
         global_reward=scores.global_reward,
         global_components=batch.global_rewards,
         global_component_names=batch.global_reward_names,
+        global_present=batch.global_rewards_present,
         sum_pi_squared=batch.sum_pi_squared,
         rollout_is_weights=batch.rollout_is_weights,
+        outcome_tokens=cfg.outcome_tokens,
+        kl_rewards=kl_rewards,
+        reward_clip=cfg.reward_clip,
     )
+
+
+def check_equal_groups(group_ids: torch.Tensor, profile: str) -> None:
+    """Raise unless every prompt group has the same number of rows (OpenRLHF's ``n_samples_per_prompt``)."""
+    sizes = torch.unique(torch.unique(group_ids, return_counts=True)[1])
+    if sizes.numel() > 1:
+        shown = ", ".join(str(int(s)) for s in sizes[:6])
+        raise ValueError(
+            f"profile {profile!r} needs prompt groups of one size (OpenRLHF's n_samples_per_prompt); this batch has "
+            f"groups of {shown} rows. Choose another profile, or load only complete groups."
+        )
 
 
 def estimate(
@@ -149,7 +179,9 @@ def estimate(
     """Stage 3: the registered estimator ``cfg.estimator`` on the rewards, under ``cfg.stepwise_mode``
     (trajectory: the estimator itself; broadcast / per_step: ``engine.rllm``)."""
     est = get_estimator(cfg.estimator)
-    inp = estimator_input(batch, scores, rewards, masks)
+    if cfg.group_sizes == "equal":
+        check_equal_groups(batch.group_ids, cfg.profile)
+    inp = estimator_input(batch, cfg, scores, rewards, masks)
     if cfg.stepwise_mode == "broadcast":
         return run_broadcast(est, inp, cfg)
     if cfg.stepwise_mode == "per_step":
@@ -210,6 +242,8 @@ def weigh_loss(
     if cfg.mask_truncated_samples:
         kept = kept & ~batch.truncated
     loss_mask = masks.state if bool(kept.all()) else masks.state * kept[:, None]  # no [B, T] copy when all kept
+    if cfg.zero_advantage_tokens == "dropped":  # prime-rl: a token with advantage exactly 0 trains nothing
+        loss_mask = loss_mask * (out.advantages != 0)
     w = token_weights(loss_mask, cfg)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)

@@ -84,3 +84,29 @@ def test_a_trl_completion_log_opens_under_the_trl_profile(tmp_path):
     at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl").run()
     assert at.session_state[cfg_key("profile")] == "verl"
     assert "differs from this scheme (see Diagnostics)" in caption_text(at)
+
+
+def test_a_prime_rl_trace_log_opens_under_the_prime_rl_profile(tmp_path):
+    from writers import prime_rl
+    from writers.prime_rl import Rollout, Turn
+
+    def rollout(answer: str, correct: float) -> Rollout:
+        return Rollout("You are terse.", "2+2?", [Turn(answer)], {"correct": (correct, 1.0)})
+
+    # the token view shows the first rollout: alone in its group, prime-rl logged advantage 0 for it
+    groups = {"h": [rollout("4", 1.0)], "g": [rollout("4", 1.0), rollout("5", 0.0), rollout("four", 1.0)]}
+    path, _ = prime_rl.write_step(str(tmp_path), 1, groups)
+    at = new_app({"page": "tokens"}, load=load_run(path))
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    no_errors(at, "prime-rl upload")
+    ss = at.session_state
+    assert (ss[cfg_key("profile")], ss[cfg_key("estimator")], ss[cfg_key("norm_adv_by_std_in_grpo")]) == (
+        "prime-rl",
+        "grpo",
+        False,
+    )
+    assert "This run opens with profile `prime-rl`, estimator `grpo`, std normalisation `off`" in caption_text(at)
+    assert "matches this scheme" in caption_text(at)  # prime-rl's logged advantage, 0
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl").run()
+    assert "differs from this scheme (see Diagnostics)" in caption_text(at)  # verl gives the lone row its raw score

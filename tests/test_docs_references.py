@@ -10,14 +10,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CONVENTIONS = REPO / "docs" / "CONVENTIONS.md"
-# .venv-references-trl, -skyrl, -openrlhf: the separate environments references/setup_env.sh makes (each
-# trainer package and its pinned dependencies).
+# .venv-references-NAME (SKIP_PREFIX): the separate environments references/setup_env.sh makes (each trainer
+# package and its pinned dependencies).
+SKIP_PREFIX = ".venv-references-"
 SKIP_DIRS = {
     ".git",
     ".venv",
-    ".venv-references-trl",
-    ".venv-references-skyrl",
-    ".venv-references-openrlhf",
     "venv",
     "node_modules",
     "__pycache__",
@@ -42,7 +40,8 @@ def _text_files() -> list[Path]:
     out = []
     for path in REPO.rglob("*"):
         rel = path.relative_to(REPO)
-        if any(part in SKIP_DIRS for part in rel.parts[:-1]) or not path.is_file():
+        skipped = any(part in SKIP_DIRS or part.startswith(SKIP_PREFIX) for part in rel.parts[:-1])
+        if skipped or not path.is_file():
             continue
         if path.suffix in TEXT_SUFFIXES or rel.as_posix() == ".ci/run":
             out.append(path)

@@ -214,7 +214,7 @@ def test_from_tensors_rejects_two_aliases_of_one_field():
     "field, value",
     [
         ("estimator", "ppo_magic"),
-        ("profile", "openrlhf"),
+        ("profile", "deepspeed-chat"),
         ("stepwise_mode", "per_token"),
         ("loss_agg_mode", "token-median"),
         ("placement", "everywhere"),

@@ -2,9 +2,9 @@
 ``references/trl/generate.py``.
 
 (a) ``_generate_and_score_completions``: the advantages of weighted reward functions under scale_rewards group,
-batch and none, with NaN rewards, unscorable rows and ties, against ``compute_credit`` under profile ``trl`` on the
-batch a TRL run becomes (each reward function a global component, NaN stored as 0, unscorable rows left out as
-the TRL loader leaves them out);
+batch and none and multi_objective_aggregation normalize_then_sum, with NaN rewards, unscorable rows and ties,
+against ``compute_credit`` under profile ``trl`` on the batch a TRL run becomes (each reward function a global
+component, NaN stored as 0 and marked absent, unscorable rows left out as the TRL loader leaves them out);
 (b) ``_compute_loss``: each token's weight in the loss for loss_type grpo, bnpo, dr_grpo and dapo (the gradient of
 the loss at ratio 1 with unit advantages), with tool masks and a fully masked (truncated) completion, against
 ``compute_credit``'s aggregation weights under ``engine.profiles.trl_loss_agg``.
@@ -17,7 +17,7 @@ import torch
 from golden_utils import assert_golden, golden_cases, load_golden, tensor
 
 from engine import CreditConfig, TrajectoryBatch, compute_credit
-from engine.profiles import trl_loss_agg
+from engine.profiles import trl_aggregation, trl_loss_agg
 
 ADVANTAGES = "trl_grpo_advantages.json"
 LOSS_WEIGHTS = "trl_grpo_loss_weights.json"
@@ -30,17 +30,20 @@ def _sum_then_normalize(case: dict) -> bool:
 # ------------------------------------------------------------------------------------------------ (a) advantages
 def trl_batch(rewards_per_func: torch.Tensor, index: list[int], names: tuple[str, ...]) -> tuple[TrajectoryBatch, list]:
     """The batch of a TRL step: one row per scorable completion (two action tokens), its reward functions as global
-    components with NaN as 0. Returns it and the rows kept (the rest are unscorable: every function gave None)."""
+    components with NaN as 0 and marked absent. Returns it and the rows kept (the rest are unscorable: every function
+    gave None)."""
     kept = [i for i in range(len(index)) if not bool(rewards_per_func[i].isnan().all())]
     B, T = len(kept), 2
+    values = rewards_per_func[kept]
     return TrajectoryBatch(
         token_ids=torch.zeros(B, T, dtype=torch.long),
         attention_mask=torch.ones(B, T),
         action_mask=torch.ones(B, T),
         turn_ids=torch.zeros(B, T, dtype=torch.long),
         group_ids=torch.tensor([index[i] for i in kept]),
-        global_rewards=torch.nan_to_num(rewards_per_func[kept], nan=0.0),
+        global_rewards=torch.nan_to_num(values, nan=0.0),
         global_reward_names=names,
+        global_rewards_present=~values.isnan(),
     ), kept
 
 
@@ -64,13 +67,27 @@ def test_trl_advantages(case: dict) -> None:
     assert golden[dropped].tolist() == [0.0] * len(dropped)  # TRL gives an unscorable row 0
 
 
-def test_normalize_then_sum_cases_are_the_ones_not_reproduced() -> None:
-    """CONVENTIONS.md §10: normalize_then_sum takes each function's statistics over the rows it scored, which a
-    batch (NaN stored as 0) cannot tell; its cases stay in the golden file for when it is built."""
+@pytest.mark.parametrize("case", golden_cases(ADVANTAGES, lambda c: not _sum_then_normalize(c)))
+def test_trl_normalize_then_sum(case: dict) -> None:
+    """normalize_then_sum is GDPO under profile trl: each function standardised in its group over the rows it
+    scored, the weighted nansum whitened over the batch's rows (CONVENTIONS.md §10)."""
+    p, inputs, expected = case["params"], case["inputs"], case["outputs"]
+    assert p["multi_objective_aggregation"] == "normalize_then_sum"
+    names = tuple(p["reward_func_names"])
+    batch, kept = trl_batch(tensor(inputs["rewards_per_func"]), inputs["index"], names)
+    cfg = CreditConfig(profile="trl", **trl_aggregation("normalize_then_sum", names, p["reward_weights"]))
+    res = compute_credit(batch, cfg, "cpu")
+    golden = tensor(expected["advantages"])
+    assert_golden(res.advantages[:, -1], golden[kept], what="advantages")
+    dropped = sorted(set(range(len(golden))) - set(kept))
+    assert golden[dropped].tolist() == [0.0] * len(dropped)
+    verl = compute_credit(batch, cfg.replace(profile="verl"), "cpu")  # token whitening, NaN never left out
+    assert not torch.allclose(verl.advantages[:, -1], golden[kept], atol=1e-5)
+
+
+def test_every_advantage_case_is_reproduced() -> None:
     cases = load_golden(ADVANTAGES)["cases"]
-    others = [c["name"] for c in cases if not _sum_then_normalize(c)]
-    assert len(others) == 4 and all(n.endswith("/normalize_then_sum/group") for n in others)
-    assert len(cases) - len(others) == 24
+    assert sum(not _sum_then_normalize(c) for c in cases) == 4 and len(cases) == 28
 
 
 # ------------------------------------------------------------------------------------------------ (b) loss weights

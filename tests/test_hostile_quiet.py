@@ -363,7 +363,7 @@ def test_samples_load_with_no_new_problems():
     res = load_run(SAMPLES / "lint_cases")
     assert [(Path(p.file).name, p.line, p.field, p.scope) for p in res.problems] == [
         ("kgr1", None, None, "run"),
-        ("lint_cases.jsonl", 76, "segments[0].text", "run"),
+        ("lint_cases.jsonl", 79, "segments[0].text", "run"),
     ]
     assert "decode to ' result result result', not to its text ' step step step'" in res.problems[1].reason
     assert load_run(SAMPLES / "lint_cases" / "kgr1").problems == []

@@ -70,9 +70,11 @@ def test_detected_and_loaded_exactly(written):
         "'format_reward']; the file does not hold GRPOConfig.reward_weights, so each column weighs 1.0 (TRL's "
         "default) unless CreditConfig.global_weights names it (numeric log_extra columns would be counted here too)",
         f"{written.path}: accuracy: 1 row(s) are NaN (the reward function returned None); stored as 0, as TRL's "
-        "nansum counts them",
+        "nansum counts them, and left out of the function's own group statistics under normalize_then_sum "
+        "(estimator gdpo)",
         f"{written.path}: format_reward: 1 row(s) are NaN (the reward function returned None); stored as 0, as "
-        "TRL's nansum counts them",
+        "TRL's nansum counts them, and left out of the function's own group statistics under normalize_then_sum "
+        "(estimator gdpo)",
         f"{written.path}: row[4:12].prompt: the same prompt fills 8 consecutive rows, 2 × the smallest group (4); "
         "split into 2 groups of 4 (TRL normalises consecutive blocks of num_generations rows)",
         f"{written.path}: row[7]: every reward function returned None (NaN): TRL leaves this completion out of its "
@@ -90,13 +92,16 @@ def test_detected_and_loaded_exactly(written):
         assert written.trained_ids[i][: len(ids)] == ids
         assert batch.action_mask[b].tolist() == [1.0] * len(ids) + [0.0] * (batch.num_tokens - len(ids))
         assert traj.group_id == f"{stem}/group-{written.groups[i]}"
-        expect = {k: (0.0 if math.isnan(v[i]) else v[i]) for k, v in written.rewards.items()}
+        expect = {k: v[i] for k, v in written.rewards.items() if not math.isnan(v[i])}  # None: absent
         assert traj.global_rewards == expect
+        assert all(not math.isnan(written.rewards[k][i]) for k in batch.global_reward_names)
+        assert batch.global_rewards[b].tolist() == [expect.get(k, 0.0) for k in batch.global_reward_names]
         assert traj.metadata["logged_advantage"] == written.advantages[i]
         assert traj.metadata["step"] == 12
         assert traj.metadata["logged_columns"] == {"judge_note": written.extra["judge_note"][i]}
         assert traj.truncated is False and "truncated" not in traj.metadata  # the log has no truncation flag
     assert batch.truncated.tolist() == [False] * 15
+    assert batch.global_rewards_present is None  # the only None rewards were the skipped row's
     # rows 4-7 and 8-11 have the same prompt text but are two TRL blocks, hence two groups
     assert len({t.group_id for t in run.trajectories}) == 4
     assert written.prompts[4] == written.prompts[8] and written.groups[4] != written.groups[8]
@@ -163,3 +168,19 @@ def test_a_folder_of_steps_keeps_groups_apart(tmp_path):
     ]
     groups = [t.group_id for t in res.run.trajectories]
     assert groups == ["completions_00001/group-0"] * 4 + ["completions_00002/group-0"] * 4
+
+
+def test_a_reward_function_that_returned_none_is_marked_absent(tmp_path):
+    """A kept row whose one function returned None: 0 in the reward (nansum), absent from that function's
+    statistics (global_rewards_present False), which normalize_then_sum (gdpo under trl) reads."""
+    written = trl.write_completions(
+        str(tmp_path),
+        1,
+        [[{"role": "user", "content": "2+2?"}]],
+        [["4", "5", "four"]],
+        {"accuracy": lambda p, c: 1.0 if c == "4" else 0.0, "length": lambda p, c: None if c == "5" else len(c) / 4},
+    )
+    batch = load_run(written.path).run.to_batch()
+    assert batch.global_reward_names == ("accuracy", "length")
+    assert batch.global_rewards_present.tolist() == [[True, True], [True, False], [True, True]]
+    assert batch.global_rewards[1].tolist() == [0.0, 0.0]

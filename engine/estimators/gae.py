@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.masked import masked_whiten
+from engine.masked import masked_whiten, whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
 from engine.scan import Compaction, by_row_blocks, discounted_reverse_cumsum
 
@@ -85,17 +85,22 @@ def _gae_values(inp: EstimatorInput, cfg) -> tuple[torch.Tensor, str]:
     r"\quad \hat A = \mathrm{whiten}_{\text{batch}}(A)",
     requires=("values",),
     kind="token",
+    whitened=True,
     reference="verl core_algos.compute_gae_advantage_return (1dda039b; hole skipping PR #2337)",
 )
 def gae(inp: EstimatorInput, cfg) -> EstimatorOutput:
     values, source = _gae_values(inp, cfg)
+    rewards = inp.token_level_rewards
     if cfg.gae_value_mask == "attention":
         values = values * (inp.turn_ids >= 0).to(values.dtype)
+    elif cfg.gae_value_mask == "action":  # OpenRLHF: values and rewards off the action mask are 0
+        values = values * inp.response_mask
+        rewards = rewards * inp.response_mask
     elif cfg.gae_value_mask == "attention_shifted":
         attn = (inp.turn_ids >= 0).to(values.dtype)
         shifted = torch.nn.functional.pad(attn[:, :-1], (1, 0), value=1.0)
         values = values * shifted
-    adv, delta = gae_raw(inp.token_level_rewards, values, inp.response_mask, cfg.gamma, cfg.lam, cfg.gae_skip_holes)
-    advantages = masked_whiten(adv, inp.response_mask)
+    adv, delta = gae_raw(rewards, values, inp.response_mask, cfg.gamma, cfg.lam, cfg.gae_skip_holes)
+    advantages = whiten(adv, inp.response_mask, cfg.whitening, cfg.whiten_std)
     extras = {"values": values, "td_errors": delta, "advantages_raw": adv}
     return EstimatorOutput(advantages, adv + values, extras, notes={"value_source": source})

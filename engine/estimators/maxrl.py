@@ -1,8 +1,11 @@
-"""MaxRL (SkyRL ``compute_maxrl_advantage``): the group-centred score divided by the group's mean score.
+"""MaxRL (SkyRL ``compute_maxrl_advantage``, prime-rl ``MaxRLAlgorithm``): the group-centred score divided by the
+group's mean score.
 
-A_i = (s_i − μ_g)/(μ_g + ε) in a group of two or more rows, and s_i − 0 (the raw score) for a singleton, broadcast
-over the response mask. The scale is the group's mean reward, not its spread: a prompt the policy already
-solves often (μ_g near 1) moves it less than one it rarely solves, and a group whose mean is near −ε blows up.
+``maxrl_form="skyrl"``: A_i = (s_i − μ_g)/(μ_g + ε) in a group of two or more rows, and s_i − 0 (the raw score) for
+a singleton. ``"prime_rl"``: A_i = (s_i − μ_g)/μ_g, and 0 for every row of a group whose μ_g ≤ 0 (a singleton gets
+0 either way). Broadcast over the response mask. The scale is the group's mean reward, not its spread: a prompt
+the policy already solves often (μ_g near 1) moves it less than one it rarely solves, and under SkyRL's form a
+group whose mean is near −ε blows up.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
     "maxrl",
     label="MaxRL (÷ group mean)",
     short="MaxRL",
-    singleton="raw",
+    singleton=lambda cfg: "raw" if cfg.maxrl_form == "skyrl" else "zero",
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{g(i)}(s)}{\mathrm{mean}_{g(i)}(s) + \epsilon}",
-    reference="SkyRL ppo_utils.compute_maxrl_advantage (NovaSky-AI/SkyRL, skyrl 0.3.0)",
+    reference="SkyRL ppo_utils.compute_maxrl_advantage (skyrl 0.3.0); prime-rl orchestrator/algo/max_rl.py (559b4477)",
 )
 def maxrl(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
+    if cfg.maxrl_form == "prime_rl":
+        st = group_stats(scores, inp.group_ids, singleton_mean=None)
+        a = torch.where(st.mean > 0, (scores - st.mean) / st.mean, 0.0)
+        return broadcast_rows(a, inp, {"scores": scores, "group_mean": st.mean, "group_size": st.size})
     st = group_stats(scores, inp.group_ids)  # a singleton: μ = 0
     scale = torch.where(st.size > 1, st.mean + cfg.epsilon, 1.0)  # SkyRL: s − 0 for a singleton, undivided
     a = (scores - st.mean) / scale
-    return broadcast_rows(a, inp.response_mask, {"scores": scores, "group_mean": st.mean, "group_size": st.size})
+    return broadcast_rows(a, inp, {"scores": scores, "group_mean": st.mean, "group_size": st.size})

@@ -1,6 +1,10 @@
 """Outcome estimators: one scalar per trajectory from its score s_i = Σ_t r_{i,t} (all positions, holes
 included, as verl sums them), broadcast to tokens as a_i · m_{i,t}. For these, ``returns`` is the same tensor
 as ``advantages`` (verl convention).
+
+Under ``outcome_tokens="reward_to_go"`` (OpenRLHF) the score is taken before the in-reward KL and a_i becomes a
+reward on the row's last masked token: every position up to it (holes included) gets a_i plus the reward-to-go
+Σ_{k≥t} −β·KL_k·m_k (``outcome_tokens``).
 """
 
 from __future__ import annotations
@@ -8,14 +12,33 @@ from __future__ import annotations
 import torch
 
 from engine.groups import dense_group_ids, group_stats
-from engine.masked import masked_whiten
+from engine.masked import whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
 
 
-def broadcast_rows(a: torch.Tensor, mask: torch.Tensor, extras: dict) -> EstimatorOutput:
-    """One advantage per row, ``a`` [B], on the row's ``mask`` tokens; returns = advantages (verl's outcome
-    estimators); ``extras`` gains ``row_advantage``."""
-    adv = a[:, None] * mask  # (B, T)
+def outcome_tokens(a: torch.Tensor, inp: EstimatorInput) -> torch.Tensor:
+    """The [B, T] token advantages of one advantage per row, ``a`` [B], per ``inp.outcome_tokens``: broadcast,
+    a_i · m_{i,t}; reward_to_go (OpenRLHF ``get_cumulative_returns`` with γ = 1), a_i at every position up to the
+    row's last masked token plus the reward-to-go of ``inp.kl_rewards`` on the mask (0 after the last token).
+    ``inp.reward_clip`` clamps a_i first (OpenRLHF ``compute_reward``)."""
+    mask = inp.response_mask
+    if inp.reward_clip is not None:
+        a = a.clamp(*inp.reward_clip)
+    if inp.outcome_tokens == "broadcast":
+        return a[:, None] * mask
+    T = mask.shape[-1]
+    last = torch.where(mask.bool(), torch.arange(T, device=mask.device), -1).amax(-1)  # (B,), −1: empty row
+    upto = torch.arange(T, device=mask.device) <= last[:, None]
+    adv = torch.where(upto, a[:, None], 0.0)  # 0 after the last token even when a_i is NaN (as OpenRLHF)
+    if inp.kl_rewards is not None:
+        adv = adv + torch.flip(torch.cumsum(torch.flip(inp.kl_rewards * mask, [-1]), -1), [-1])
+    return adv
+
+
+def broadcast_rows(a: torch.Tensor, inp: EstimatorInput, extras: dict) -> EstimatorOutput:
+    """One advantage per row, ``a`` [B], on the tokens (``outcome_tokens``); returns = advantages (verl's and
+    OpenRLHF's outcome estimators); ``extras`` gains ``row_advantage``."""
+    adv = outcome_tokens(a, inp)  # (B, T)
     return EstimatorOutput(adv, adv, extras | {"row_advantage": a})
 
 
@@ -28,11 +51,14 @@ def grpo_scalar(
     var_floor: float = 0.0,
     std_scope: str = "group",
     singleton: str = "raw",
+    grid: bool = False,
 ):
     """GRPO per-row advantage (s − μ_g)/(σ + ε) or s − μ_g, σ the group's std (``std_scope="group"``) or one std
     over the batch (``"batch"``, TRL scale_rewards='batch'). A singleton group gets μ = 0, σ = 1, so its raw score
-    (``singleton="raw"``, verl), or its own mean, so 0 (``"zero"``, TRL)."""
-    st = group_stats(scores, group_ids, ddof=ddof, singleton_mean=0.0 if singleton == "raw" else None)
+    (``singleton="raw"``, verl), or its own mean, so 0 (``"zero"``, TRL), or NaN (``"nan"``, OpenRLHF: the
+    unbiased std of one value; also without the std, as OpenRLHF only has groups of one when all are). ``grid``:
+    equal-size groups, their statistics taken as OpenRLHF takes them (``engine.groups.group_stats``)."""
+    st = group_stats(scores, group_ids, ddof=ddof, singleton_mean=0.0 if singleton == "raw" else None, grid=grid)
     std = st.std
     if std_scope == "batch":  # TRL: nanstd(rewards) over the batch, 0 for a batch of one row
         batch_std = scores.std(correction=ddof) if scores.numel() > ddof else scores.new_zeros(())
@@ -40,6 +66,8 @@ def grpo_scalar(
     if var_floor > 0:
         std = torch.where(st.size > 1, std.pow(2).clamp(min=var_floor).sqrt(), std)
     a = (scores - st.mean) / (std + epsilon) if norm_by_std else scores - st.mean
+    if singleton == "nan" and norm_by_std:
+        a = torch.where(st.size > 1, a, torch.nan)
     return a, {"scores": scores, "group_mean": st.mean, "group_std": std, "group_size": st.size}
 
 
@@ -63,8 +91,9 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
         cfg.std_ddof,
         std_scope=cfg.grpo_std_scope,
         singleton=cfg.grpo_singleton,
+        grid=cfg.group_sizes == "equal",
     )
-    return broadcast_rows(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp, ex)
 
 
 @register_estimator(
@@ -81,16 +110,16 @@ def grpo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
     a, ex = grpo_scalar(
         scores, inp.group_ids, cfg.norm_adv_by_std_in_grpo, cfg.epsilon, cfg.std_ddof, cfg.grpo_var_floor
     )
-    return broadcast_rows(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp, ex)
 
 
 def rloo_scalar(scores, group_ids, singleton: str = "raw"):
-    """a_i = n/(n−1)·(s_i − μ) = s_i − mean_{j≠i} s_j; a singleton gets its raw score or 0."""
+    """a_i = n/(n−1)·(s_i − μ) = s_i − mean_{j≠i} s_j; a singleton gets its raw score, 0 or NaN."""
     st = group_stats(scores, group_ids, singleton_mean=None)
     n = st.size
     loo = torch.where(n > 1, n / (n - 1).clamp(min=1) * (scores - st.mean), scores)
-    if singleton == "zero":
-        loo = torch.where(n > 1, loo, torch.zeros_like(loo))
+    if singleton != "raw":
+        loo = torch.where(n > 1, loo, 0.0 if singleton == "zero" else torch.nan)
     baseline = scores - loo
     return loo, {"scores": scores, "group_mean": st.mean, "group_size": n, "baseline": baseline}
 
@@ -106,7 +135,7 @@ def rloo_scalar(scores, group_ids, singleton: str = "raw"):
 def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a, ex = rloo_scalar(scores, inp.group_ids, cfg.rloo_singleton)
-    return broadcast_rows(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp, ex)
 
 
 @register_estimator(
@@ -120,7 +149,7 @@ def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
 def rloo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a, ex = rloo_scalar(scores, inp.group_ids, "zero")
-    return broadcast_rows(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp, ex)
 
 
 @register_estimator(
@@ -135,7 +164,7 @@ def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     lengths = inp.response_mask.sum(-1)
     st = group_stats(scores, inp.group_ids, weights=lengths)
     a = scores - st.mean
-    return broadcast_rows(a, inp.response_mask, {"scores": scores, "baseline": st.mean, "group_size": st.size})
+    return broadcast_rows(a, inp, {"scores": scores, "baseline": st.mean, "group_size": st.size})
 
 
 @register_estimator(
@@ -153,7 +182,7 @@ def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
     st = group_stats(scores, inp.group_ids)
     a = alpha * (scores - st.mean) / cfg.gpg_f_norm
     ex = {"scores": scores, "group_mean": st.mean, "group_size": st.size, "alpha": torch.full_like(scores, alpha)}
-    return broadcast_rows(a, inp.response_mask, ex)
+    return broadcast_rows(a, inp, ex)
 
 
 @register_estimator(
@@ -186,7 +215,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
         gap = gap / (st.std[top1] + cfg.epsilon)
     a = torch.zeros_like(scores)
     a[top1] = gap
-    return broadcast_rows(a, inp.response_mask, {"scores": scores, "group_std": st.std, "group_size": st.size})
+    return broadcast_rows(a, inp, {"scores": scores, "group_std": st.std, "group_size": st.size})
 
 
 @register_estimator(
@@ -194,6 +223,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
     label="REINFORCE++ with group baseline",
     short="REINFORCE++ baseline",
     singleton=lambda cfg: "raw" if cfg.rfpp_baseline_scope == "token" else "zero",
+    whitened=True,
     formula=r"c_i = s_i - \mathrm{mean}_{g(i)}(s),"
     r"\quad A = \mathrm{whiten}_{\text{batch, token-weighted}}(c_i\, m_{i,t})",
     reference="verl core_algos.compute_reinforce_plus_plus_baseline_outcome_advantage (Hu 2025); "
@@ -206,12 +236,16 @@ def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
         st = group_stats(scores, inp.group_ids, singleton_mean=None)
         c = torch.where(st.size > 1, scores - st.mean, torch.zeros_like(scores))
         a = c / (c.std(correction=0) + cfg.epsilon)
-        return broadcast_rows(a, m, {"scores": scores, "group_mean": st.mean, "centred": c})
+        return broadcast_rows(a, inp, {"scores": scores, "group_mean": st.mean, "centred": c})
     st = group_stats(scores, inp.group_ids)
     c = scores - st.mean
-    adv = masked_whiten(c[:, None] * m, m) * m
+    tokens = outcome_tokens(c, inp)
+    adv = whiten(tokens, m, cfg.whitening, cfg.whiten_std)
+    if cfg.whitening == "verl":
+        adv = adv * m
     ex = {"scores": scores, "group_mean": st.mean, "centred": c, "row_advantage": c}
-    return EstimatorOutput(adv, adv, ex)
+    # returns: verl hands back the advantages; OpenRLHF's cumulative returns are the tokens before whitening
+    return EstimatorOutput(adv, tokens if inp.outcome_tokens == "reward_to_go" else adv, ex)
 
 
 @register_estimator(
@@ -222,7 +256,20 @@ def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
 )
 def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
-    return broadcast_rows(scores, inp.response_mask, {"scores": scores})
+    return broadcast_rows(scores, inp, {"scores": scores})
+
+
+@register_estimator(
+    "flash_reinforce",
+    label="FlashREINFORCE (batch-mean baseline)",
+    short="FlashREINFORCE",
+    formula=r"A_i = s_i - \mathrm{mean}_{\text{batch}}(s)",
+    reference="OpenRLHF experience_maker.compute_advantages_and_returns, estimator flash_reinforce (openrlhf 0.11.2)",
+)
+def flash_reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
+    scores = inp.token_level_rewards.sum(-1)
+    baseline = scores.mean()
+    return broadcast_rows(scores - baseline, inp, {"scores": scores, "baseline": baseline.expand_as(scores)})
 
 
 @register_estimator(
@@ -234,7 +281,7 @@ def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
 def prpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     scores = inp.token_level_rewards.sum(-1)
     a = (scores - scores.mean()) / (scores.std(correction=0) + cfg.epsilon)
-    return broadcast_rows(a, inp.response_mask, {"scores": scores})
+    return broadcast_rows(a, inp, {"scores": scores})
 
 
 def num_groups(group_ids: torch.Tensor) -> int:

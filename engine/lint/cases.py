@@ -241,6 +241,13 @@ def lint_cases() -> dict[str, LintCase]:
             CreditConfig(estimator="rloo_vectorized"),
         ),
         make_case(
+            "non_finite_advantage",
+            "OpenRLHF group_norm with one rollout per prompt: the std of one reward is NaN, so is every advantage",
+            group("a", ["mmm"], [1.0]) + group("b", ["mmmm"], [0.0]) + group("c", ["mmtm"], [1.0]),
+            CreditConfig(profile="openrlhf", estimator="grpo"),
+            CreditConfig(profile="openrlhf", estimator="grpo", norm_adv_by_std_in_grpo=False),
+        ),
+        make_case(
             "zero_variance_groups",
             "an all-solved and an all-failed prompt: 6 of 9 rollouts get advantage 0",
             group("easy", ["mmm"] * 3, [1.0] * 3)

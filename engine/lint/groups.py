@@ -186,3 +186,30 @@ def std_blowup(ctx: LintContext):
         f"{float(ratio[bad].max()):.3g}×)",
         row_mask=bad,
     )
+
+
+@register_check(
+    "non_finite_advantage",
+    severity="error",
+    description="trained tokens whose advantage is NaN or infinite",
+    reference="CONVENTIONS.md §5.2 (singletons), §12 (OpenRLHF: groups of one)",
+    explanation="""A NaN or infinite advantage on a trained token makes the whole loss NaN. OpenRLHF's
+    group_norm and rloo (profile openrlhf) divide by the spread or the size of a group minus one, so a group of
+    one rollout gets NaN: OpenRLHF only ever has groups of one when n_samples_per_prompt = 1, and then every row
+    is NaN. A reward that is NaN (a reward function that returned None, TRL's convention) or an ε of 0 on a
+    zero-variance group do the same. Use groups of two or more, another estimator, or a profile whose singleton
+    convention is 'raw' or 'zero'.""",
+)
+def non_finite_advantage(ctx: LintContext):
+    bad = ctx.loss & ~torch.isfinite(ctx.result.advantages)
+    if not bad.any():
+        return None
+    rows = bad.any(-1)
+    alone = rows & (ctx.group_size == 1)
+    why = f"; {int(alone.sum())} of them alone in a prompt group" if alone.any() else ""
+    return ctx.finding(
+        "non_finite_advantage",
+        f"{nof(int(bad.sum()), 'trained token')} in {nof(int(rows.sum()), 'trajectory')} have a NaN or infinite "
+        f"advantage under {ctx.cfg.estimator} ({ctx.cfg.profile} profile){why}",
+        token_mask=bad,
+    )

@@ -16,7 +16,9 @@ float per completion). What that means here:
   weighted sum ``Σ_k reward_weights[k] · r_k`` (NaN counted as 0), but the file does not hold the weights: a
   file with several reward columns gets one problem saying the weights are unknown and that CreditLens's
   scheme weighs each column 1.0 (TRL's default) unless ``CreditConfig.global_weights`` names them. A NaN
-  (``None`` from the reward function) is stored as 0, as TRL's ``nansum`` counts it (one problem per column);
+  (``None`` from the reward function) is stored as 0, as TRL's ``nansum`` counts it, and marked absent
+  (``global_rewards_present``: ``normalize_then_sum``, estimator ``gdpo``, leaves it out of that function's group
+  statistics, as TRL's ``nanmean``/``nanstd`` do; one problem per column);
   a row whose every reward is NaN is skipped (TRL leaves it out of the group baseline and gives it advantage 0).
   Numeric ``log_extra`` columns cannot be told apart from reward columns (both sit between ``completion`` and
   ``advantage``); they are taken as reward columns and the weights problem lists them all. Other columns go to
@@ -128,7 +130,8 @@ def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext)
         if nan:
             ctx.note(
                 name,
-                f"{nan} row(s) are NaN (the reward function returned None); stored as 0, as TRL's nansum counts them",
+                f"{nan} row(s) are NaN (the reward function returned None); stored as 0, as TRL's nansum counts them, "
+                "and left out of the function's own group statistics under normalize_then_sum (estimator gdpo)",
             )
 
 
@@ -166,7 +169,7 @@ def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group
         group_id=group,
         prompt=prompt,
         segments=[Segment(role="model", text=completion)],
-        global_rewards={name: 0.0 if v is None else v for name, v in values.items()},
+        global_rewards={name: v for name, v in values.items() if v is not None},  # absent: stored 0, marked absent
         metadata=metadata,
     )
 

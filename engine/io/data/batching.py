@@ -39,7 +39,8 @@ def _names(dicts: Sequence[dict[str, float]]) -> list[str]:
 
 
 def _stack_rewards(trajs: Sequence[Trajectory]):
-    """turn_rewards [B, K, C], turn_mask [B, K], names; global_rewards [B, C], names (None when nobody has any)."""
+    """turn_rewards [B, K, C], turn_mask [B, K], names; global_rewards [B, C], names (None when nobody has any) and
+    which rows have each component [B, C] (None when every row has every one; a missing value is stored as 0)."""
     B = len(trajs)
     turn_names = _names([d for t in trajs for d in t.turn_rewards])
     K = max((len(t.turn_rewards) for t in trajs), default=0)
@@ -54,14 +55,18 @@ def _stack_rewards(trajs: Sequence[Trajectory]):
                 for n, v in comps.items():
                     turn[b, k, col[n]] = v
     global_names = _names([t.global_rewards for t in trajs])
-    glob = None
+    glob = present = None
     if global_names:
         col = {n: c for c, n in enumerate(global_names)}
         glob = np.zeros((B, len(global_names)), dtype=np.float32)
+        present = np.zeros((B, len(global_names)), dtype=bool)
         for b, t in enumerate(trajs):
             for n, v in t.global_rewards.items():
                 glob[b, col[n]] = v
-    return turn, mask, tuple(turn_names), glob, tuple(global_names)
+                present[b, col[n]] = True
+        if present.all():
+            present = None  # the usual case: every row has every component
+    return turn, mask, tuple(turn_names), glob, tuple(global_names), present
 
 
 def missing_field_problems(trajs: Sequence[Trajectory], file: str) -> list[Problem]:
@@ -117,7 +122,7 @@ def build_batch(
             _share_row(t, b, shared)
             if b % SHARE_RELEASE_ROWS == SHARE_RELEASE_ROWS - 1:
                 release_free_memory()  # pyarrow's pool keeps freed buffers until asked
-    turn, mask, turn_names, glob, global_names = _stack_rewards(trajs)
+    turn, mask, turn_names, glob, global_names, present = _stack_rewards(trajs)
     baselines = [t.metadata.get("reward_baseline") for t in trajs]
     optional = {batch_name: _tensor(padded.get(name)) for name, batch_name in BATCH_FIELDS.items()}
     batch = TrajectoryBatch(
@@ -135,6 +140,7 @@ def build_batch(
         turn_reward_names=turn_names,
         global_rewards=None if glob is None else torch.from_numpy(glob),
         global_reward_names=global_names,
+        global_rewards_present=None if present is None else torch.from_numpy(present),
         truncated=torch.tensor([t.truncated for t in trajs], dtype=torch.bool),
         trajectory_ids=tuple(t.id for t in trajs),
         **optional,
