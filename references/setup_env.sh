@@ -2,7 +2,7 @@
 # Creates the separate virtual environment a reference harness runs in (its trainer package and pinned
 # dependencies, CPU torch). CreditLens itself never imports the trainers.
 #
-#   bash references/setup_env.sh NAME [VENV_DIR]  # NAME: trl, skyrl, openrlhf, prime_rl (a folder here)
+#   bash references/setup_env.sh NAME [VENV_DIR]  # NAME: a folder here (trl, skyrl, openrlhf, prime_rl, verl)
 #   .venv-references-NAME/bin/python references/NAME/generate.py
 #
 # references/NAME/requirements.txt pins everything; references/NAME/requirements-no-deps.txt, when present, lists
