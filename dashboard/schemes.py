@@ -25,6 +25,13 @@ SHORT: dict[str, str] = {
     "norm_adv_by_std_in_grpo": "ns",
     "grpo_std_scope": "gs",
     "whiten_std": "ws",
+    "policy_loss": "pol",
+    "clip_ratio_low": "cl",
+    "clip_ratio_high": "ch",
+    "clip_ratio_c": "cc",
+    "policy_ratio_base": "rb",
+    "rollout_is": "ris",
+    "rollout_is_threshold": "rit",
     "stepwise_mode": "sm",
     "stepwise_gamma": "sg",
     "normalize_by_steps": "nbs",
@@ -71,7 +78,7 @@ def _fmt(v) -> str:
 
 def _parse(field: str, text: str):
     default = getattr(_DEFAULT, field)
-    if field == "value_source":
+    if default is None:  # value_source, rollout_is: "-" is None
         return None if text in ("-", "") else text
     if isinstance(default, bool):
         if text not in ("0", "1"):
@@ -176,6 +183,13 @@ def _piece(field: str, v) -> str:
         "norm_adv_by_std_in_grpo": lambda: "÷ group std" if v else "no std",
         "grpo_std_scope": lambda: "std over the batch" if v == "batch" else "std over the group",
         "whiten_std": lambda: "whitening ÷ std" if v else "whitening centres only",
+        "policy_loss": lambda: f"{v} policy loss",
+        "clip_ratio_low": lambda: f"ε_low = {v:g}",
+        "clip_ratio_high": lambda: f"ε_high = {v:g}",
+        "clip_ratio_c": lambda: f"dual clip c = {v:g}",
+        "policy_ratio_base": lambda: "bypass (ratio against the rollout)" if v == "rollout" else "decoupled ratio",
+        "rollout_is": lambda: f"rollout IS {v}" if v else "no rollout IS",
+        "rollout_is_threshold": lambda: f"IS threshold {v}",
         "stepwise_mode": lambda: f"rLLM {MODE_WORDS.get(v, v)}",
         "stepwise_gamma": lambda: f"step γ = {v:g}",
         "normalize_by_steps": lambda: "÷ steps" if v else "not ÷ steps",

@@ -148,6 +148,12 @@ def token_table(key: str, cfg: CreditConfig, i: int, _h: RunHandle) -> pd.DataFr
     return tables.token_table(_h.run, batch(_h), compute(_h, cfg), i, token_texts(_h, i))
 
 
+@per_run(entries=TABLE_ENTRIES)
+def mismatch_table(key: str, cfg: CreditConfig, _h: RunHandle) -> pd.DataFrame:
+    """The run's tokens where trainer and rollout engine disagree most, under ``cfg`` (read-only)."""
+    return tables.mismatch_table(_h.run, batch(_h), compute(_h, cfg))
+
+
 def trajectory_summary(h: RunHandle, cfg: CreditConfig) -> pd.DataFrame:
     """One row per trajectory under ``cfg`` (read-only), kept in the byte budget."""
     return cache.budget_for(h).get(

@@ -351,6 +351,7 @@ def _scheme_controls(info: RunInfo):
                 key=cfg_key("kl_coef"),
                 help=FIELD_HELP["kl_coef"],
             )
+        _policy_controls(info)
         cfg = services.effective_config(info, state.sidebar_config(), ss[cfg_key("value_source")])
         st.caption(f"Scheme code `{schemes.encode(cfg)}`")
         st.download_button(
@@ -363,3 +364,47 @@ def _scheme_controls(info: RunInfo):
             help="CreditConfig.to_dict(): the CLI reads it back.",
         )
     return cfg
+
+
+def _policy_controls(info: RunInfo) -> None:
+    """The policy-loss stage: which loss, its clip bounds, and (when the run has the rollout engine's log-probs
+    beside the trainer's) the ratio's base and the rollout correction."""
+    ss = st.session_state
+    st.markdown("**Policy loss**", help="What each token's gradient is after the advantage (Token view: gradient "
+                "weight, PPO ratio, IS weight, train/inference mismatch).")  # fmt: skip
+    st.selectbox(
+        "Loss",
+        config.choices("policy_loss"),
+        key=cfg_key("policy_loss"),
+        help=FIELD_HELP["policy_loss"],
+    )
+    c1, c2 = st.columns(2)
+    c1.number_input("ε low", *config.bounds("clip_ratio_low"), step=0.01, key=cfg_key("clip_ratio_low"),
+                    help=FIELD_HELP["clip_ratio_low"])  # fmt: skip
+    c2.number_input("ε high", min_value=0.0, step=0.01, key=cfg_key("clip_ratio_high"),
+                    help=FIELD_HELP["clip_ratio_high"])  # fmt: skip
+    if ss[cfg_key("policy_loss")] == "vanilla":
+        st.number_input("Dual clip c", min_value=1.01, step=0.5, key=cfg_key("clip_ratio_c"),
+                        help=FIELD_HELP["clip_ratio_c"])  # fmt: skip
+    if not info.has_rollout_log_probs:
+        st.caption(
+            "This run has no rollout-engine log-probs beside the trainer's: the ratio is 1 (the first mini-batch) "
+            "and there is no train/inference mismatch to correct."
+        )
+        return
+    st.segmented_control(
+        "PPO ratio against",
+        config.choices("policy_ratio_base"),
+        key=cfg_key("policy_ratio_base"),
+        help=FIELD_HELP["policy_ratio_base"],
+        width="stretch",
+    )
+    c1, c2 = st.columns(2)
+    c1.selectbox(
+        "Rollout IS",
+        [None, *config.choices("rollout_is")],
+        key=cfg_key("rollout_is"),
+        format_func=lambda v: "off" if v is None else v,
+        help=FIELD_HELP["rollout_is"],
+    )
+    c2.text_input("IS threshold", key=cfg_key("rollout_is_threshold"), help=FIELD_HELP["rollout_is_threshold"])

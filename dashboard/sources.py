@@ -29,6 +29,16 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
     ),
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
     "lint_cases": ("gae", "the dashboard's default; each case's triggering scheme is in its README"),
+    "lint_cases/kgr1": (
+        "grpo,p:kg-r1",
+        "KG-R1's structured rewards under its own profile, whose bookkeeping keys leak into the reward (lint "
+        "bookkeeping_reward_leak)",
+    ),
+    "lint_cases/mismatch": (
+        "grpo",
+        "the trainer's and the rollout engine's log-probs of the same tokens, three of them more than 2× apart, no "
+        "rollout correction yet (lint train_inference_mismatch; the sidebar's policy loss section sets one)",
+    ),
 }
 # Run formats whose trainer a profile reproduces: an uploaded or data-directory run of that format opens under
 # it, its other sidebar fields kept (``format_scheme``). Each entry: (the fields it sets, why, in words).
@@ -100,7 +110,7 @@ def _strip_suffix(rel: str) -> str:
 def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
     """Sample name → path. A run file directly in ``root`` is a sample named by its stem; a folder holding one
     run file is a sample named by the folder (``kgqa_multiturn``); a folder holding several is one sample per
-    file (``nemo_gym/blackjack``)."""
+    file (``nemo_gym/blackjack``); a subfolder holding one run file is a sample of its own (``lint_cases/kgr1``)."""
     if not root.is_dir():
         return {}
     out: dict[str, Path] = {}
@@ -115,6 +125,9 @@ def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
                 out[p.name] = p  # the loader reads a folder (and names the run after it)
             for f in files if len(files) > 1 else []:
                 out[f"{p.name}/{_strip_suffix(f.name)}"] = f
+            for sub in sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")):
+                if sum(1 for f in sub.iterdir() if _is_run_file(f)) == 1:  # lint_cases/kgr1, lint_cases/mismatch
+                    out[f"{p.name}/{sub.name}"] = sub
     return out
 
 

@@ -17,6 +17,7 @@ from dashboard import schemes, sources
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from engine import config
 from engine.config import CreditConfig
+from engine.policy import check_threshold
 from engine.runnable import scheme_fixes
 
 
@@ -290,9 +291,18 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
         fixed["value_source"] = None
     elif values["value_source"] not in ("zeros", "group_mean"):
         fixed["value_source"] = "zeros"
-    for field in ("stepwise_mode", "grpo_std_scope"):  # segmented controls can be cleared: the declared default
-        if values[field] not in config.choices(field):
+    for field in ("stepwise_mode", "grpo_std_scope", "policy_ratio_base"):  # cleared controls: their default
+        if field in values and values[field] not in config.choices(field):
             fixed[field] = config.FIELDS[field].default
+    if "rollout_is_threshold" in values:  # a threshold typed in the sidebar that verl would refuse: the default
+        try:
+            check_threshold("rollout_is_threshold", str(values["rollout_is_threshold"]))
+        except ValueError:
+            fixed["rollout_is_threshold"] = config.FIELDS["rollout_is_threshold"].default
+    if not getattr(info, "has_rollout_log_probs", False):  # the rollout correction needs both engines' log-probs
+        for field, default in (("rollout_is", None), ("policy_ratio_base", "trainer")):
+            if field in values and values[field] != default:
+                fixed[field] = default
     for fix in scheme_fixes({k: values[k] for k in ("use_kl_in_reward", "placement")}, info.run_has):
         fixed[fix.field] = fix.used  # what the run cannot give (engine.runnable)
     return {k: v for k, v in fixed.items() if values[k] != v}

@@ -20,7 +20,10 @@ from engine.io.data.logged import logged_advantage_tokens
 from engine.runnable import RunHas
 from engine.scan import by_row_blocks
 
-QUANTITY_ORDER = ("token score", "KL", "reward", "value", "return", "advantage", "effective weight")
+QUANTITY_ORDER = (
+    "token score", "KL", "reward", "value", "return", "advantage", "effective weight", "gradient weight",
+    "PPO ratio", "IS weight", "train/inference mismatch",
+)  # fmt: skip
 QUANTITY_HELP = {
     "token score": "reward placed on the token before KL (placement of the structured rewards)",
     "KL": "per-token KL(old ‖ ref) estimate (masked to the loss tokens)",
@@ -29,6 +32,13 @@ QUANTITY_HELP = {
     "return": "the estimator's return",
     "advantage": "the estimator's advantage (under the rLLM mode)",
     "effective weight": "loss-aggregation weight × advantage: how hard and which way the token is pushed",
+    "gradient weight": "−∂loss/∂log π of the token under the policy loss: aggregation weight × advantage × the "
+    "ratio, clip and rollout-correction factor (0 where the clip or a rejection cuts the token)",
+    "PPO ratio": "the ratio the policy loss clips: π_trainer/π_rollout in bypass mode, the row's sequence ratio "
+    "under GSPO/GMPO, 1 on the decoupled first mini-batch",
+    "IS weight": "the rollout-correction importance weight (truncated, or 0 outside IcePop's bounds)",
+    "train/inference mismatch": "log π_trainer − log π_rollout of the sampled token: how differently the trainer "
+    "and the rollout engine score it (0 = agree; ±0.69 = 2× apart)",
     "logged advantage": "the advantage the trainer itself logged for this token (on action tokens; 0 elsewhere)",
     "advantage − logged": "CreditLens's advantage minus the trainer's: 0 when this scheme is the trainer's",
 }
@@ -222,6 +232,8 @@ class RunInfo:
     excluded: int = 0  # trajectories the trainer excluded from the loss (metadata.exclude_from_loss)
     # per trajectory, the scheme-free badges (dashboard.badges): truncated, synthesized, excluded, singleton
     flags: tuple[tuple[str, ...], ...] = ()
+    # the trainer's and the rollout engine's log-probs both: the policy stage's rollout correction applies
+    has_rollout_log_probs: bool = False
 
     @property
     def info_share(self) -> float:
@@ -263,6 +275,7 @@ def run_info(run, batch: TrajectoryBatch) -> RunInfo:
         max_length=int(n.max()) if len(n) else 0,
         has_values=batch.values is not None,
         has_log_probs=batch.old_log_probs is not None and batch.ref_log_probs is not None,
+        has_rollout_log_probs=batch.old_log_probs is not None and batch.rollout_log_probs is not None,
         has_turn_rewards=batch.turn_rewards is not None,
         has_global_rewards=batch.global_rewards is not None,
         has_token_scores=batch.token_scores is not None,
@@ -297,3 +310,41 @@ def synthesized_counts(trajectories) -> dict[str, int]:
         for f in {raw} if isinstance(raw, str) else set(raw):
             counts[str(f)] = counts.get(str(f), 0) + 1
     return dict(sorted(counts.items()))
+
+
+MISMATCH_COLUMNS = ("trajectory", "position", "role", "Δ log π", "π_trainer / π_rollout", "IS weight", "rejected",
+                    "gradient weight")  # fmt: skip
+
+
+def mismatch_table(run, batch: TrajectoryBatch, result: CreditResult, k: int = 20) -> pd.DataFrame:
+    """The run's ``k`` action tokens where the trainer's and the rollout engine's log-probs disagree most
+    (|log π_trainer − log π_rollout|, largest first), with what the policy stage does to each. Empty without the
+    rollout engine's log-probs."""
+    if batch.old_log_probs is None or batch.rollout_log_probs is None:
+        return pd.DataFrame(columns=MISMATCH_COLUMNS)
+    delta = result.mismatch
+    score = torch.where(batch.action_mask.bool(), delta.abs(), -1.0).flatten()
+    top = torch.topk(score, min(k, score.numel())).indices
+    top = top[score[top] > 0].sort().values  # ties in run order: the first trajectory, the first position
+    top = top[torch.sort(score[top], descending=True, stable=True).indices]
+    T = delta.shape[1]
+    r_idx, c_idx = top // T, top % T
+    rows, cols = r_idx.tolist(), c_idx.tolist()
+
+    def flat(t: torch.Tensor) -> np.ndarray:  # the picked tokens (an expanded constant is never materialised)
+        return np_(t[r_idx, c_idx])
+
+    d = flat(delta)
+    return pd.DataFrame(
+        {
+            "trajectory": [batch.trajectory_ids[r] if batch.trajectory_ids else str(r) for r in rows],
+            "position": cols,
+            "role": [run.token_roles(r)[c] for r, c in zip(rows, cols, strict=True)],
+            "Δ log π": d,
+            "π_trainer / π_rollout": np.exp(d),
+            "IS weight": flat(result.is_weight),
+            "rejected": flat(result.rejected).astype(bool),
+            "gradient weight": flat(result.grad_weight),
+        },
+        columns=MISMATCH_COLUMNS,
+    )

@@ -92,7 +92,8 @@ class TrajectoryBatch:
         group_ids [B] long (rows of one prompt share an id); old_log_probs, ref_log_probs, values [B, T] or None;
         reward_baselines [B] or None (ReMax greedy scores); token_scores [B, T] or None;
         sum_pi_squared [B, T] or None (Σ_v π(v)² of the rollout policy, for the optimal token baseline);
-        rollout_is_weights [B, T] or None (truncated importance weights);
+        rollout_is_weights [B, T] or None (truncated importance weights); rollout_log_probs [B, T] or None (the
+        rollout engine's log-probs when the trainer's own are ``old_log_probs``: the train/inference mismatch);
         turn_rewards [B, K, C_turn] or None with turn_mask [B, K] and turn_reward_names (C_turn,);
         global_rewards [B, C_global] or None with global_reward_names (C_global,); global_rewards_present
         [B, C_global] bool or None (all present): False where a row has no value for a component (a TRL reward
@@ -112,6 +113,7 @@ class TrajectoryBatch:
     token_scores: torch.Tensor | None = None
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
+    rollout_log_probs: torch.Tensor | None = None
     turn_rewards: torch.Tensor | None = None
     turn_mask: torch.Tensor | None = None
     turn_reward_names: tuple[str, ...] = ()
@@ -155,6 +157,7 @@ class TrajectoryBatch:
             "token_scores",
             "sum_pi_squared",
             "rollout_is_weights",
+            "rollout_log_probs",
         ):
             if getattr(self, name) is not None:
                 s(self, name, _as_float(name, getattr(self, name), (B, T), dev))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine.kl import KL_NAMES
+from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
 from engine.profiles import PROFILES
 
 # KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
@@ -344,6 +345,55 @@ class CreditConfig:
     token_sum_supported: bool | None = convention(
         "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."
     )
+    # policy loss (stage 4: the gradient each token gets; engine.policy)
+    policy_loss: str = option(
+        "vanilla",
+        "The policy loss the advantage enters (verl actor.policy_loss.loss_mode): vanilla (PPO clip, clip-higher, "
+        "dual clip), gspo (sequence ratio), cispo (clipped IS weight, no token loses its gradient), sapo (soft "
+        "gate), geo_mean (GMPO), gpg (no ratio).",
+        choices=POLICY_LOSSES,
+        label="policy loss",
+    )
+    clip_ratio_low: float = option(0.2, "ε_low: the ratio's lower clip 1 − ε_low (verl clip_ratio_low).", within=UNIT)
+    clip_ratio_high: float = option(
+        0.2, "ε_high: the ratio's upper clip 1 + ε_high (verl clip_ratio_high; DAPO's clip-higher 0.28).",
+        within=NON_NEGATIVE,
+    )  # fmt: skip
+    clip_ratio_c: float = option(
+        3.0, "Dual clip c (verl clip_ratio_c, > 1): a negative advantage's ratio above c gives no gradient.",
+        within=(1.0 + 1e-9, math.inf),
+    )  # fmt: skip
+    tau_pos: float = option(1.0, "SAPO τ for positive advantages.", within=POSITIVE)
+    tau_neg: float = option(1.05, "SAPO τ for negative advantages.", within=POSITIVE)
+    policy_ratio_base: str = option(
+        "trainer",
+        "What the PPO ratio divides by: trainer (decoupled: π_old = the trainer's log-probs, so the ratio is 1 on the "
+        "first mini-batch and the rollout correction weighs the mismatch) or rollout (verl bypass mode: π_old = the "
+        "rollout engine's log-probs, so the ratio is the mismatch itself and PPO clips it).",
+        choices=("trainer", "rollout"),
+        label="PPO ratio against",
+    )
+    rollout_is: str | None = option(
+        None,
+        "Rollout correction importance weights (verl rollout_is) from π_trainer/π_rollout: token or sequence "
+        "(the product over the row), truncated at rollout_is_threshold (TIS), or with a lower bound 'L_U' set to 0 "
+        "outside [L, U] (IcePop). None = off. Needs the rollout engine's log-probs.",
+        choices=("token", "sequence"),
+        label="rollout IS",
+    )
+    rollout_is_threshold: str = option(
+        "2.0", "verl rollout_is_threshold: 'U' (truncate at U) or 'L_U' (zero outside [L, U]).", label="IS threshold"
+    )
+    rollout_is_batch_normalize: bool = option(False, "Divide the IS weights by their batch mean (verl).")
+    rollout_rs: tuple[str, ...] = option(
+        (),
+        "Rollout rejection sampling (verl rollout_rs): options token_k1/k2/k3, seq_sum_k1/k2/k3, seq_mean_k1/k2/k3, "
+        "seq_max_k2/k3, all of which a token must pass; empty = off.",
+        label="rollout rejection",
+    )
+    rollout_rs_threshold: tuple[str, ...] = option(
+        (), "verl rollout_rs_threshold: one spec shared, or one per option ('L_U' or 'U' for k1, 'U' otherwise)."
+    )
     # rLLM
     stepwise_mode: str = option(
         "trajectory",
@@ -410,6 +460,14 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        check_threshold("rollout_is_threshold", self.rollout_is_threshold)
+        for option in self.rollout_rs:
+            if option not in RS_OPTIONS:
+                raise ValueError(f"CreditConfig.rollout_rs: {option!r} is not one of {list(RS_OPTIONS)}")
+        if self.rollout_rs and len(self.rollout_rs_threshold) not in (1, len(self.rollout_rs)):
+            raise ValueError("CreditConfig.rollout_rs_threshold: one threshold, or one per rollout_rs option")
+        for spec in self.rollout_rs_threshold:
+            check_threshold("rollout_rs_threshold", spec)
         clip = self.reward_clip
         if clip is not None and not (len(clip) == 2 and clip[0] < clip[1]):
             raise ValueError(f"CreditConfig.reward_clip: expected (lo, hi) with lo < hi, got {self.reward_clip!r}")

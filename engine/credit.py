@@ -75,6 +75,12 @@ class _Pending:
             "turn_rewards": turn_r if turn_r is not None else loss.turn_sums[..., 1],
             "turn_advantage": loss.turn_sums[..., 0],
             "turn_tokens": loss.turn_sums[..., 2],
+            "mismatch": loss.policy.mismatch,
+            "ratio": loss.policy.ratio,
+            "pg_clipped": loss.policy.pg_clipped,
+            "is_weight": loss.policy.is_weight,
+            "rejected": loss.policy.rejected,
+            "grad_weight": loss.policy.grad_weight,
         }
 
 
@@ -98,12 +104,15 @@ class CreditResult:
     effective_weights = agg_weights · advantages. scores: Σ_t token_level_rewards (what outcome estimators see).
     sample_scores: Σ_t returns · score mask (the dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size:
     statistics of the scores' groups. kept: rows kept by rejection sampling. verdicts: 0 solve_none / 1 partial /
-    2 solve_all. turn_rewards, turn_advantage, turn_tokens: per-turn summaries.
+    2 solve_all. turn_rewards, turn_advantage, turn_tokens: per-turn summaries. The policy-loss stage
+    (``engine.policy``, CONVENTIONS.md §14): mismatch (log π_trainer − log π_rollout), ratio, pg_clipped,
+    is_weight, rejected, grad_weight (−∂L/∂log π per token: the gradient each token actually gets).
     """
 
     VIEWS: ClassVar[tuple[str, ...]] = (
         "kl", "loss_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean", "group_std",
         "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
+        "mismatch", "ratio", "pg_clipped", "is_weight", "rejected", "grad_weight",
     )  # fmt: skip
 
     config: CreditConfig
@@ -136,6 +145,12 @@ class CreditResult:
     turn_rewards = _view("turn_rewards")
     turn_advantage = _view("turn_advantage")
     turn_tokens = _view("turn_tokens")
+    mismatch = _view("mismatch")
+    ratio = _view("ratio")
+    pg_clipped = _view("pg_clipped")
+    is_weight = _view("is_weight")
+    rejected = _view("rejected")
+    grad_weight = _view("grad_weight")
 
     def views(self) -> dict[str, torch.Tensor]:
         """Every view by name, computed (once, thread-safely) the first time any is asked for."""
@@ -185,7 +200,20 @@ class CreditResult:
         }
         if self.values is not None:
             q["value"] = self.values
+        q["gradient weight"] = self.grad_weight
+        for name, t in (
+            ("PPO ratio", self.ratio),
+            ("IS weight", self.is_weight),
+            ("train/inference mismatch", self.mismatch),
+        ):
+            if not _constant(t):  # shown where the run and the scheme make them vary
+                q[name] = t
         return q
+
+
+def _constant(t: torch.Tensor) -> bool:
+    """A view the policy stage filled with one value (an expanded scalar: 1, or 0 without the log-probs)."""
+    return t.dim() == 2 and t.stride() == (0, 0)
 
 
 def compute_credit(
@@ -252,4 +280,10 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
     cfg = res.config.replace(loss_agg_mode=mode)
     w = token_weights(res.loss_mask, cfg)
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
-    return res.replace(config=cfg, agg_weights=w, effective_weights=effective)
+    grad = res.grad_weight
+    if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)
+        grad = effective
+    elif cfg.policy_loss not in ("geo_mean", "sapo"):  # those two aggregate their own way, whatever the mode
+        old = res.agg_weights
+        grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)
+    return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)

@@ -23,6 +23,7 @@ from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.groups import GroupStats, group_stats
 from engine.kl import apply_kl_penalty, check_kl_penalty, kl_penalty
+from engine.policy import PolicyGradient, policy_gradient, rollout_correction
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
 from engine.scan import by_row_blocks
@@ -208,6 +209,23 @@ class LossWeights:
     groups: GroupStats
     turn_sums: torch.Tensor
     sample_scores: torch.Tensor
+    policy: PolicyWeights
+
+
+@dataclass(frozen=True)
+class PolicyWeights:
+    """The policy-loss stage (``engine.policy``), [B, T] each: mismatch = log π_trainer − log π_rollout (0 without
+    the rollout's log-probs); ratio: the ratio the loss clips (1 on the decoupled first mini-batch); pg_clipped:
+    the loss cuts the token's policy gradient; is_weight: the rollout-correction weight (1 when off); rejected:
+    dropped by rollout rejection sampling (out of the loss mask); grad_weight = −∂L/∂log π per token, aggregation,
+    IS weight and clip included (positive: the token's probability goes up). Constant ones are expanded scalars."""
+
+    mismatch: torch.Tensor
+    ratio: torch.Tensor
+    pg_clipped: torch.Tensor
+    is_weight: torch.Tensor
+    rejected: torch.Tensor
+    grad_weight: torch.Tensor
 
 
 def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig) -> torch.Tensor:
@@ -244,10 +262,83 @@ def weigh_loss(
     loss_mask = masks.state if bool(kept.all()) else masks.state * kept[:, None]  # no [B, T] copy when all kept
     if cfg.zero_advantage_tokens == "dropped":  # prime-rl: a token with advantage exactly 0 trains nothing
         loss_mask = loss_mask * (out.advantages != 0)
-    w = token_weights(loss_mask, cfg)
+    correction = None
+    if cfg.rollout_is is not None or cfg.rollout_rs:
+        if batch.old_log_probs is None or batch.rollout_log_probs is None:
+            raise ValueError(
+                "rollout correction (rollout_is / rollout_rs) needs the trainer's and the rollout engine's log-probs "
+                "(old_log_probs and rollout_log_probs); the run lacks "
+                + ("both" if batch.old_log_probs is None and batch.rollout_log_probs is None else
+                   "old_log_probs" if batch.old_log_probs is None else "rollout_log_probs")
+            )  # fmt: skip
+        correction = rollout_correction(batch.old_log_probs, batch.rollout_log_probs, loss_mask, cfg)
+    if correction is not None and correction.keep is not None:  # verl swaps in the rejection-masked response mask
+        if cfg.policy_ratio_base == "rollout":  # bypass mode: the token count stays the original mask's
+            w = token_weights(loss_mask, cfg) * correction.keep
+            loss_mask = loss_mask * correction.keep
+        else:
+            loss_mask = loss_mask * correction.keep
+            w = token_weights(loss_mask, cfg)
+    else:
+        w = token_weights(loss_mask, cfg)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
     effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
-    return LossWeights(row_scores, verdicts, kept, loss_mask, w, effective, groups, turn_sums, sample_scores)
+    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction)
+    return LossWeights(row_scores, verdicts, kept, loss_mask, w, effective, groups, turn_sums, sample_scores, policy)
+
+
+def _constant(like: torch.Tensor, value, dtype=None) -> torch.Tensor:
+    return torch.full((), value, dtype=dtype or like.dtype, device=like.device).expand_as(like)
+
+
+def weigh_policy(
+    batch: TrajectoryBatch,
+    cfg: CreditConfig,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    agg: torch.Tensor,
+    effective: torch.Tensor,
+    correction,
+) -> PolicyWeights:
+    """Stage 4's policy loss (``engine.policy``): π_θ is the trainer's log-probs (the first mini-batch of the
+    update), π_old the trainer's own (decoupled) or the rollout engine's (``policy_ratio_base="rollout"``, verl's
+    bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1."""
+    trainer, rollout = batch.old_log_probs, batch.rollout_log_probs
+    bypass = cfg.policy_ratio_base == "rollout"
+    if bypass and (trainer is None or rollout is None):
+        raise ValueError("policy_ratio_base='rollout' (bypass mode) needs old_log_probs and rollout_log_probs")
+    mismatch = correction.mismatch if correction is not None else None
+    if mismatch is None and trainer is not None and rollout is not None:
+        mismatch = trainer - rollout
+    is_w = correction.weights if correction is not None and not bypass else None
+    rejected = _constant(loss_mask, False, torch.bool)
+    if correction is not None and correction.keep is not None:
+        rejected = batch.action_mask.bool() & ~correction.keep
+    zeros = _constant(loss_mask, 0.0)
+    trivial = cfg.policy_loss in ("vanilla", "cispo", "gspo", "gpg") and not bypass and is_w is None
+    if trivial:  # ratio 1 on every token: no clip fires, grad = w · A (the effective weights themselves)
+        one = _constant(loss_mask, 1.0)
+        no = _constant(loss_mask, False, torch.bool)
+        return PolicyWeights(mismatch if mismatch is not None else zeros, one, no, one, rejected, effective)
+    lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
+    old = rollout if bypass else lp
+    pg: PolicyGradient = policy_gradient(lp, old, advantages, loss_mask, cfg, is_weights=is_w)
+    if pg.aggregated:
+        grad = pg.grad
+    else:
+        if cfg.policy_loss == "sapo":  # verl's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says
+            agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
+        a = agg
+        grad = pg.grad * a if is_w is None else pg.grad * a * is_w
+    grad = torch.where(loss_mask.bool(), -grad, 0.0)
+    return PolicyWeights(
+        mismatch if mismatch is not None else zeros,
+        pg.ratio if bypass else _constant(loss_mask, 1.0),  # π_θ = π_old = the trainer's: 1 (up to exp(0))
+        pg.clipped & loss_mask.bool(),
+        is_w if is_w is not None else _constant(loss_mask, 1.0),
+        rejected,
+        grad,
+    )

@@ -171,6 +171,23 @@ def test_diagnostics_finding_opens_the_highlighted_token(server: Server, context
     page.close()
 
 
+def test_train_inference_mismatch_view(server: Server, context) -> None:
+    """The policy stage's view on a run with both engines' log-probs, under IcePop: the mismatch table, the IS
+    weight in the token colours' options, the sidebar's rollout correction."""
+    page = context.new_page()
+    page.goto(
+        f"{server.url}/?page=tokens&run=lint_cases%2Fmismatch&scheme=grpo,ris:token,rit:0.5_2.0",
+        wait_until="commit",
+    )
+    wait_idle(page)
+    no_exception(page, "mismatch view")
+    for text in ("Train/inference mismatch", "this trajectory's largest |Δ log π| is 1.2"):
+        assert_on_screen(page, text, "mismatch view")
+    for text in ("Policy loss", "PPO ratio against", "Rollout IS", "IS threshold"):
+        page.get_by_test_id("stSidebar").get_by_text(text, exact=True).first.wait_for(timeout=60_000)
+    page.close()
+
+
 def test_sidebar_navigation_and_estimator(server: Server, context) -> None:
     page = context.new_page()
     page.goto(server.url + "/", wait_until="commit")

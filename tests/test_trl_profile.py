@@ -125,8 +125,19 @@ def test_a_cleared_segmented_control_falls_back_to_its_declared_default() -> Non
         value_source="zeros",
         stepwise_mode=None,  # what a cleared st.segmented_control holds
         grpo_std_scope=None,
+        policy_ratio_base=None,
+        rollout_is_threshold="2.0",
         use_kl_in_reward=False,
         placement="auto",
     )
-    assert fit_scheme(values, info, ["grpo"]) == {"stepwise_mode": "trajectory", "grpo_std_scope": "group"}
-    assert fit_scheme(values | {"stepwise_mode": "per_step", "grpo_std_scope": "batch"}, info, ["grpo"]) == {}
+    assert fit_scheme(values, info, ["grpo"]) == {
+        "stepwise_mode": "trajectory",
+        "grpo_std_scope": "group",
+        "policy_ratio_base": "trainer",
+    }
+    fixed = {"stepwise_mode": "per_step", "grpo_std_scope": "batch", "policy_ratio_base": "trainer"}
+    assert fit_scheme(values | fixed, info, ["grpo"]) == {}
+    # a typed IS threshold verl refuses goes back to the default
+    assert fit_scheme(values | fixed | {"rollout_is_threshold": "2_1"}, info, ["grpo"]) == {
+        "rollout_is_threshold": "2.0"
+    }

@@ -118,6 +118,18 @@ with st.container(height=520 if stop - start > 250 else "content", border=True):
         )
     )
 
+if "train/inference mismatch" in table.columns:  # the run has the trainer's and the rollout engine's log-probs
+    st.subheader("Train/inference mismatch")
+    worst = services.mismatch_table(ctx.handle, ctx.config)
+    here = table.loc[table["action"] > 0, "train/inference mismatch"].abs()
+    st.caption(
+        f"The action tokens of the whole run where the trainer's and the rollout engine's log-probs of the sampled "
+        f"token disagree most (this trajectory's largest |Δ log π| is {here.max() if len(here) else 0.0:.3g}; "
+        "colour by 'train/inference mismatch' to see where). Lint train_inference_mismatch flags those more than 2× "
+        "apart; the sidebar's policy loss section sets the rollout correction."
+    )
+    st.dataframe(worst, hide_index=True, width="stretch", height=min(38 + 35 * len(worst), 400))
+
 st.subheader("Every token, every quantity")
 # Off by default while the text above shows every token: the chart library's first load holds the page's
 # first paint back by about a second. On for trajectories longer than one text window, until toggled.

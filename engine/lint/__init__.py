@@ -16,7 +16,7 @@ from engine.lint.model import CHECKS, SEVERITIES, Check, Finding, register_check
 from engine.lint.runner import run_lints
 
 # Check families, in the order the CLI and the dashboard list them.
-FAMILIES = ("masks", "holes", "groups", "stepwise", "length", "data", "tokens", "logged")
+FAMILIES = ("masks", "holes", "groups", "stepwise", "length", "data", "tokens", "logged", "policy")
 for _family in FAMILIES:
     importlib.import_module(f"engine.lint.{_family}")
 

@@ -187,6 +187,23 @@ def _trl_logged(trajs: list[Trajectory], rewards: list[float]) -> list[Trajector
     return trajs
 
 
+def _mismatched(trajs: list[Trajectory], off: dict[tuple[int, int], float]) -> list[Trajectory]:
+    """The trainer's log-probs (−0.3 on every model token) and the rollout engine's, equal except at ``off``:
+    (rollout, model token) → log π_trainer − log π_rollout there."""
+    for r, t in enumerate(trajs):
+        k = 0
+        for seg in t.segments:
+            if seg.role != "model":
+                continue
+            lp = np.full(seg.num_tokens, -0.3, dtype=FLOAT_DTYPE)
+            rollout_lp = lp.copy()
+            for j in range(seg.num_tokens):
+                rollout_lp[j] -= off.get((r, k + j), 0.0)
+            seg.log_probs, seg.rollout_log_probs = lp, rollout_lp
+            k += seg.num_tokens
+    return trajs
+
+
 def lint_cases() -> dict[str, LintCase]:
     """Every case, by name (a check's name, or the check plus a suffix for a second trigger)."""
     verl = CreditConfig()
@@ -246,6 +263,16 @@ def lint_cases() -> dict[str, LintCase]:
             group("a", ["mmm"], [1.0]) + group("b", ["mmmm"], [0.0]) + group("c", ["mmtm"], [1.0]),
             CreditConfig(profile="openrlhf", estimator="grpo"),
             CreditConfig(profile="openrlhf", estimator="grpo", norm_adv_by_std_in_grpo=False),
+        ),
+        make_case(
+            "train_inference_mismatch",
+            "the rollout engine sampled three tokens 3× less likely than the trainer finds them",
+            _mismatched(
+                group("mm", ["mmmtmm", "mmmm", "mmtmm", "mmm"], [1.0, 0.0, 1.0, 0.0]),
+                {(0, 1): 1.1, (0, 4): -1.2, (2, 0): 1.1},
+            ),
+            verl,
+            CreditConfig(rollout_is="token", rollout_is_threshold="0.5_2.0"),
         ),
         make_case(
             "zero_variance_groups",

@@ -30,17 +30,25 @@ def _prefixed(case: LintCase) -> list[Trajectory]:
 
 def lint_cases_runs() -> dict[str, object]:
     """The cases a native run can hold, as Runs by file stem (ids and groups prefixed by the case name):
-    ``lint_cases`` (outcome rewards as token scores) and ``kgr1/kgr1_bookkeeping`` (structured rewards; kept
-    apart because a run with structured rewards places those instead of its token scores)."""
+    ``lint_cases`` (outcome rewards as token scores), ``kgr1/kgr1_bookkeeping`` (structured rewards; kept
+    apart because a run with structured rewards places those instead of its token scores) and
+    ``mismatch/train_inference_mismatch`` (the trainer's and the rollout engine's log-probs; kept apart because the
+    other cases have none, and a run where only some rows have log-probs reports each one that lacks them)."""
     from engine.io.data.run import Run
 
-    scored, structured = [], []
+    scored, structured, logprobs = [], [], []
     for case in lint_cases().values():
         if case.run is not None:
-            (structured if case.batch.global_rewards is not None else scored).extend(_prefixed(case))
+            if case.batch.global_rewards is not None:
+                structured.extend(_prefixed(case))
+            elif case.batch.rollout_log_probs is not None:
+                logprobs.extend(_prefixed(case))
+            else:
+                scored.extend(_prefixed(case))
     return {
         "lint_cases": Run(scored, name="lint_cases", tokenizer="qwen2.5"),
         "kgr1/kgr1_bookkeeping": Run(structured, name="kgr1_bookkeeping", tokenizer="qwen2.5"),
+        "mismatch/train_inference_mismatch": Run(logprobs, name="train_inference_mismatch", tokenizer="qwen2.5"),
     }
 
 
@@ -58,7 +66,12 @@ def cases_readme() -> str:
         "|---|---|---|---|---|",
     ]
     for c in lint_cases().values():
-        where = " *batch only*" if c.run is None else (" (`kgr1/`)" if c.batch.global_rewards is not None else "")
+        where = (
+            " *batch only*" if c.run is None
+            else " (`kgr1/`)" if c.batch.global_rewards is not None
+            else " (`mismatch/`)" if c.batch.rollout_log_probs is not None
+            else ""
+        )  # fmt: skip
         repaired = " + repaired data" if c.clean == c.scheme else ""
         lines.append(
             f"| `{c.name}`{where} | `{c.check}` | {c.description} | `{scheme_flags(c.scheme)}` | "

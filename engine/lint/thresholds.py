@@ -24,3 +24,6 @@ LENGTH_SCALED_MODES = ("token-sum", "seq-mean-token-sum", "seq-mean-token-sum-no
 # A trainer's logged advantage and CreditLens's recomputation agree when |ΔA| is at most this (float32 noise of
 # two implementations of one formula; a different ε, std ddof or weight moves them further).
 LOGGED_ADVANTAGE_TOL = 1e-4
+# |log π_trainer − log π_rollout| above this on a trained token is a train/inference mismatch: the two engines give
+# the sampled token probabilities more than 2× apart (verl's default TIS threshold is a ratio of 2).
+MISMATCH_LOG_RATIO = 0.6931471805599453  # log 2

@@ -327,6 +327,9 @@ def _trajectory(
             src, value = "rollout_log_probs", _row(data, "rollout_log_probs", b)
         if value is not None:
             per_token[dst] = as_float_array(value[valid], src)
+    rollout = _row(data, "rollout_log_probs", b) if "log_probs" in per_token else None
+    if rollout is not None and _row(data, "old_log_probs", b) is not None:  # both: the mismatch is kept
+        per_token["rollout_log_probs"] = as_float_array(rollout[valid], "rollout_log_probs")
     scores = _row(data, reward, b) if reward else None
     if scores is not None:
         per_token["scores"] = as_float_array(scores[valid], reward)

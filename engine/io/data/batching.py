@@ -26,7 +26,12 @@ from engine.io.data.model import TOKEN_DTYPE, Trajectory
 from engine.io.reading.problems import Problem
 from engine.perf import release_free_memory
 
-BATCH_FIELDS = {"log_probs": "old_log_probs", "ref_log_probs": "ref_log_probs", "values": "values"}
+BATCH_FIELDS = {
+    "log_probs": "old_log_probs",
+    "ref_log_probs": "ref_log_probs",
+    "values": "values",
+    "rollout_log_probs": "rollout_log_probs",
+}
 SHARE_RELEASE_ROWS = 2048  # with share_memory, freed loader memory is handed back every this many rows
 
 

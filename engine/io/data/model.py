@@ -33,7 +33,7 @@ ROLE_ALIASES: dict[str, str] = {
     "developer": "system",
     "template": "system",
 }
-PER_TOKEN_FIELDS: tuple[str, ...] = ("log_probs", "ref_log_probs", "values", "scores")
+PER_TOKEN_FIELDS: tuple[str, ...] = ("log_probs", "ref_log_probs", "values", "scores", "rollout_log_probs")
 
 TOKEN_DTYPE = np.int32
 FLOAT_DTYPE = np.float32
@@ -59,7 +59,9 @@ class Segment:
     """A run of response tokens with one role.
 
     Fields: ``role``; ``text`` (the readable text, template glue included); ``token_ids`` [n] int32;
-    ``log_probs``, ``ref_log_probs``, ``values``, ``scores``: [n] float32 or ``None``.
+    ``log_probs``, ``ref_log_probs``, ``values``, ``scores``, ``rollout_log_probs``: [n] float32 or ``None``
+    (``rollout_log_probs``: the rollout engine's log-probs of the sampled tokens, kept beside the trainer's
+    ``log_probs`` when a dump has both; the train/inference mismatch is their difference).
     ``text`` or ``token_ids`` may be ``None`` only while a loader is still filling them in.
     """
 
@@ -70,6 +72,7 @@ class Segment:
     ref_log_probs: np.ndarray | None = None
     values: np.ndarray | None = None
     scores: np.ndarray | None = None
+    rollout_log_probs: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:

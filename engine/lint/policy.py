@@ -1,0 +1,45 @@
+"""Lints on the policy-loss stage: where the trainer and the rollout engine disagree about the sampled tokens
+(CONVENTIONS.md §14)."""
+
+from __future__ import annotations
+
+import math
+
+from engine.lint.context import LintContext, span
+from engine.lint.model import register_check
+from engine.lint.thresholds import MISMATCH_LOG_RATIO
+
+
+@register_check(
+    "train_inference_mismatch",
+    severity="warning",
+    description="trained tokens whose trainer and rollout-engine log-probs are more than 2× apart",
+    reference="CONVENTIONS.md §14 (verl rollout_corr_helper: TIS, IcePop, rejection sampling)",
+    explanation="""The rollout engine (vLLM, SGLang) sampled these tokens with a probability more than 2× away from
+    the one the trainer computes for the same policy (|log π_trainer − log π_rollout| > log 2): different kernels,
+    precision or a stale weight sync. PPO's ratio then measures the engines' disagreement, not the update, and the
+    gradient of these tokens is off-policy. Rollout correction weighs or drops them: rollout_is='token' truncates
+    the IS weight at the threshold (TIS), a threshold 'L_U' zeroes it outside [L, U] (IcePop), rollout_rs drops
+    tokens or rows (verl's rollout_corr_helper). Silent when the scheme has a rollout correction (the token view
+    still shows the mismatch, the IS weight and what was dropped).""",
+)
+def train_inference_mismatch(ctx: LintContext):
+    res = ctx.result
+    if ctx.batch.old_log_probs is None or ctx.batch.rollout_log_probs is None:
+        return None
+    delta = res.mismatch
+    tokens = ctx.act & (res.kept[:, None]) & ctx.attn
+    bad = tokens & (delta.abs() > MISMATCH_LOG_RATIO)
+    if not bad.any():
+        return None
+    worst = delta.abs().masked_fill(~bad, 0).flatten().argmax()
+    row, col = divmod(int(worst), delta.shape[1])
+    if ctx.cfg.rollout_is is not None or ctx.cfg.rollout_rs:
+        return None  # corrected: the IS weights and the rejection mask are the scheme's answer
+    return ctx.finding(
+        "train_inference_mismatch",
+        f"{span(bad, 'trained token')} where trainer and rollout engine are more than 2× apart (largest at row "
+        f"{row}, position {col}: π_trainer/π_rollout = {math.exp(float(delta[row, col])):.3g}); no rollout "
+        "correction (rollout_is, rollout_rs) weighs or drops them",
+        token_mask=bad,
+    )

@@ -1,0 +1,56 @@
+"""The policy-loss stage in the dashboard (CONVENTIONS.md §14): on a run with the trainer's and the rollout
+engine's log-probs, the token view shows the gradient weight, the IS weight and the train/inference mismatch, lists
+the run's most mismatched tokens, and the sidebar's rollout correction changes them; on a run without the rollout's
+log-probs the correction controls are not offered."""
+
+from __future__ import annotations
+
+import math
+
+from test_app import PAGES, new_app, no_errors
+
+from dashboard.state import K, cfg_key
+
+SAMPLE = "lint_cases/mismatch"
+
+
+def _tokens(scheme: str | None = None):
+    params = {"run": SAMPLE, "page": "tokens"} | ({"scheme": scheme} if scheme else {})
+    at = new_app(params)
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    no_errors(at, f"tokens {scheme}")
+    return at
+
+
+def test_the_token_view_shows_the_mismatch_and_its_worst_tokens() -> None:
+    at = _tokens()
+    options = at.selectbox(key=K.QUANTITY).options
+    assert "gradient weight" in options and "train/inference mismatch" in options
+    assert "IS weight" not in options  # no rollout correction in the scheme: every weight is 1
+    assert [s.value for s in at.subheader].count("Train/inference mismatch") == 1
+    table = at.dataframe[0].value
+    assert list(table["position"][:3]) == [5, 1, 0] and list(table["trajectory"][:3]) == [
+        "train_inference_mismatch/mm-0",
+        "train_inference_mismatch/mm-0",
+        "train_inference_mismatch/mm-2",
+    ]
+    assert math.isclose(float(table["π_trainer / π_rollout"][0]), math.exp(-1.2), rel_tol=1e-5)
+    assert at.sidebar.selectbox(key=cfg_key("rollout_is")).options == ["off", "token", "sequence"]
+
+
+def test_icepop_zeroes_the_weight_of_the_mismatched_tokens() -> None:
+    at = _tokens("grpo,ris:token,rit:0.5_2.0")
+    assert "IS weight" in at.selectbox(key=K.QUANTITY).options
+    table = at.dataframe[0].value
+    assert list(table["IS weight"][:3]) == [0.0, 0.0, 0.0]  # e^±1.1..1.2 is outside [0.5, 2]
+    assert list(table["gradient weight"][:3]) == [0.0, 0.0, 0.0]
+
+
+def test_a_run_without_rollout_log_probs_offers_no_correction() -> None:
+    at = new_app({"run": "python_tool_two_rollouts", "scheme": "grpo,ris:token"})
+    at.run()
+    no_errors(at, "no rollout log-probs")
+    assert at.session_state[cfg_key("rollout_is")] is None  # fitted away: the run cannot give it
+    assert not [s for s in at.sidebar.selectbox if s.key == cfg_key("rollout_is")]
+    assert "no rollout-engine log-probs" in " ".join(c.value for c in at.sidebar.caption)
