@@ -359,12 +359,43 @@ class CreditConfig:
         0.2, "ε_high: the ratio's upper clip 1 + ε_high (verl clip_ratio_high; DAPO's clip-higher 0.28).",
         within=NON_NEGATIVE,
     )  # fmt: skip
-    clip_ratio_c: float = option(
-        3.0, "Dual clip c (verl clip_ratio_c, > 1): a negative advantage's ratio above c gives no gradient.",
+    clip_ratio_c: float | None = option(
+        3.0, "Dual clip c (verl clip_ratio_c, > 1): a negative advantage's ratio above c gives no gradient. None = "
+        "no dual clip (OpenRLHF's default dual_clip, SkyRL's 'regular' loss, TRL without delta; TRL's two-sided "
+        "delta is this cap).",
         within=(1.0 + 1e-9, math.inf),
     )  # fmt: skip
+    adv_tau: float = option(
+        1.0, "prime-rl adv_tau: the advantage is scaled by it inside the policy loss.", within=NON_NEGATIVE
+    )
+    kl_tau: float = option(
+        0.0,
+        "prime-rl kl_tau: kl_tau·(log ρ)² is added to every loss token's loss (dppo_tv and ipo only; prime-rl's "
+        "default is 1e-3).",
+        within=NON_NEGATIVE,
+    )
     tau_pos: float = option(1.0, "SAPO τ for positive advantages.", within=POSITIVE)
     tau_neg: float = option(1.05, "SAPO τ for negative advantages.", within=POSITIVE)
+    gspo_gradient: str | None = convention(
+        "GSPO's sequence ratio s_i = exp(mean_t log ρ_t): own_token (verl, SkyRL: s_i capped at e^10, and each "
+        "token's own log-prob carries it, −A·s_i) or row (OpenRLHF, TRL importance_sampling_level='sequence': "
+        "uncapped, differentiated as a function of the row, so the row's aggregated gradient is spread evenly "
+        "over its tokens).",
+        choices=("own_token", "row"),
+        label="GSPO gradient",
+    )
+    cispo_clip: str | None = convention(
+        "CISPO's clipped IS weight: one_plus (verl, SkyRL: clip(ρ, 1 − ε_low, 1 + ε_high)) or epsilon_high (TRL: "
+        "min(ρ, ε_high), ε_high itself the cap, no lower bound).",
+        choices=("one_plus", "epsilon_high"),
+        label="CISPO clip",
+    )
+    rejected_tokens_counted: bool | None = convention(
+        "A token rollout rejection sampling drops: out of the loss mask and the aggregation's token counts (verl) "
+        "or only its loss zeroed, the counts unchanged (SkyRL's off-policy masks and OpenRLHF's mask mode act on "
+        "the loss after the reduction's normaliser is fixed).",
+        label="rejected tokens counted",
+    )
     policy_ratio_base: str = option(
         "trainer",
         "What the PPO ratio divides by: trainer (decoupled: π_old = the trainer's log-probs, so the ratio is 1 on the "
@@ -381,6 +412,14 @@ class CreditConfig:
         choices=("token", "sequence"),
         label="rollout IS",
     )
+    rollout_is_mode: str | None = option(
+        None,
+        "What rollout_is does with a weight outside the threshold: truncate (clamp into [L, U], or at U) or mask "
+        "(0 outside [L, U], or above U). None = verl's rule: 'U' truncates, 'L_U' masks (TRL's "
+        "vllm_importance_sampling_mode token/sequence × truncate/mask; OpenRLHF is_correction_mode).",
+        choices=("truncate", "mask"),
+        label="IS weight outside the threshold",
+    )
     rollout_is_threshold: str = option(
         "2.0", "verl rollout_is_threshold: 'U' (truncate at U) or 'L_U' (zero outside [L, U]).", label="IS threshold"
     )
@@ -388,7 +427,9 @@ class CreditConfig:
     rollout_rs: tuple[str, ...] = option(
         (),
         "Rollout rejection sampling (verl rollout_rs): options token_k1/k2/k3, seq_sum_k1/k2/k3, seq_mean_k1/k2/k3, "
-        "seq_max_k2/k3, all of which a token must pass; empty = off.",
+        "seq_max_k2/k3, all of which a token must pass; empty = off. token_bkl/tv and seq_mean_bkl/tv are "
+        "OpenRLHF's gates: the sampled token's binary KL or |π_rollout − π_old| (probabilities clamped to "
+        "[1e-6, 1 − 1e-6]), per token or averaged over the row, at most the threshold.",
         label="rollout rejection",
     )
     rollout_rs_threshold: tuple[str, ...] = option(

@@ -32,10 +32,15 @@ import torch
 from engine.masked import masked_mean, masked_sum
 
 SAFETY = 20.0  # verl's SAFETY_BOUND on log-ratios before exp
-POLICY_LOSSES = ("vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg")
+POLICY_LOSSES = ("vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo")
 RS_OPTIONS = tuple(
     f"{level}_{k}"
-    for level, ks in (("token", "k1 k2 k3"), ("seq_sum", "k1 k2 k3"), ("seq_mean", "k1 k2 k3"), ("seq_max", "k2 k3"))
+    for level, ks in (
+        ("token", "k1 k2 k3 bkl tv"),
+        ("seq_sum", "k1 k2 k3"),
+        ("seq_mean", "k1 k2 k3 bkl tv"),
+        ("seq_max", "k2 k3"),
+    )
     for k in ks.split()
 )
 
@@ -81,10 +86,12 @@ def rollout_correction(
         else:
             raw = torch.exp(masked_sum(delta, mask, dim=-1).clamp(-SAFETY, SAFETY))[:, None].expand_as(delta)
         raw = raw * mask
-        if lower is None:
-            weights = raw.clamp(max=upper)
+        mode = cfg.rollout_is_mode or ("truncate" if lower is None else "mask")
+        if mode == "truncate":
+            weights = raw.clamp(min=lower, max=upper)
         else:
-            weights = torch.where((raw >= lower) & (raw <= upper), raw, 0.0)
+            inside = raw <= upper if lower is None else (raw >= lower) & (raw <= upper)
+            weights = torch.where(inside, raw, 0.0)
         if cfg.rollout_is_batch_normalize:
             if cfg.rollout_is == "token":
                 mean = masked_mean(weights, mask)
@@ -94,11 +101,11 @@ def rollout_correction(
             if mean > 1e-8:
                 weights = weights / mean
     if cfg.rollout_rs:
-        keep = _rejection_keep(delta, mask, cfg.rollout_rs, cfg.rollout_rs_threshold)
+        keep = _rejection_keep(delta, mask, cfg.rollout_rs, cfg.rollout_rs_threshold, old_log_prob, rollout_log_prob)
     return Correction(delta, weights, keep)
 
 
-def _rejection_keep(delta, mask, options: tuple[str, ...], specs: tuple[str, ...]) -> torch.Tensor:
+def _rejection_keep(delta, mask, options: tuple[str, ...], specs: tuple[str, ...], old=None, rollout=None):
     if not specs:
         raise ValueError("rollout_rs needs rollout_rs_threshold (verl raises without one)")
     if len(specs) not in (1, len(options)):
@@ -106,6 +113,10 @@ def _rejection_keep(delta, mask, options: tuple[str, ...], specs: tuple[str, ...
     specs = specs * len(options) if len(specs) == 1 else specs
     d = delta.clamp(-SAFETY, SAFETY)
     stats = {"k1": -d, "k2": 0.5 * d.square(), "k3": torch.exp(d) - 1.0 - d}
+    if old is not None and rollout is not None:  # OpenRLHF's sampled-token divergences, p = π_rollout, q = π_old
+        p, q = rollout.exp().clamp(1e-6, 1 - 1e-6), old.exp().clamp(1e-6, 1 - 1e-6)
+        stats["bkl"] = p * (p / q).log() + (1 - p) * ((1 - p) / (1 - q)).log()
+        stats["tv"] = (p - q).abs()
     keep = torch.ones_like(mask, dtype=torch.bool)
     for option, spec in zip(options, specs, strict=True):
         if option not in RS_OPTIONS:
@@ -150,26 +161,41 @@ def policy_gradient(
     mask: torch.Tensor,
     cfg,
     is_weights: torch.Tensor | None = None,
+    agg: torch.Tensor | None = None,
 ) -> PolicyGradient:
-    """The per-token derivative of ``cfg.policy_loss``'s token loss with respect to log π (see the module doc)."""
-    A = advantages
+    """The per-token derivative of ``cfg.policy_loss``'s token loss with respect to log π (see the module doc).
+    ``agg`` [B, T]: the aggregation weights, needed where the loss's ratio is a function of the whole row
+    (``gspo_gradient="row"``: the gradient comes back aggregated, IS weights included)."""
+    A = advantages * cfg.adv_tau if cfg.adv_tau != 1.0 else advantages
     lo, hi = cfg.clip_ratio_low, cfg.clip_ratio_high
+    c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
     log_ratio = log_prob - old_log_prob
     loss = cfg.policy_loss
-    if loss in ("vanilla", "cispo", "sapo"):
+    if loss in ("vanilla", "cispo", "sapo", "dppo_tv", "dppo_kl", "ipo"):
         inside = log_ratio.abs() <= SAFETY  # clamp(±20): no gradient beyond
         ratio = torch.exp(log_ratio.clamp(-SAFETY, SAFETY))
         if loss == "cispo":
-            clipped_ratio = ratio.clamp(1 - lo, 1 + hi)
+            if cfg.cispo_clip == "epsilon_high":  # TRL: the cap is ε_high itself, no lower bound
+                clipped_ratio = ratio.clamp(max=hi)
+            else:
+                clipped_ratio = ratio.clamp(1 - lo, 1 + hi)
             return PolicyGradient(ratio, clipped_ratio != ratio, -clipped_ratio * A)
         if loss == "sapo":
             tau = torch.where(A > 0, cfg.tau_pos, cfg.tau_neg)
             sig = torch.sigmoid(tau * (ratio - 1.0))
             return PolicyGradient(ratio, torch.zeros_like(inside), -4.0 * A * sig * (1 - sig) * ratio * inside)
-        active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo) & (ratio <= cfg.clip_ratio_c))
+        if loss in ("dppo_tv", "dppo_kl", "ipo"):
+            active = _trust_region(log_prob, old_log_prob, A, lo, hi, loss) & inside
+            grad = torch.where(active, -A * ratio, 0.0)
+            if cfg.kl_tau:  # prime-rl: + kl_tau·(log ρ)² on every loss token, masked or not
+                grad = grad + 2.0 * cfg.kl_tau * log_ratio
+            return PolicyGradient(ratio, ~active & (A != 0), grad)
+        active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo) & (ratio <= c))
         active = active & inside
         return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
     if loss == "gspo":
+        if cfg.gspo_gradient == "row":
+            return _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg)
         n = mask.sum(-1).clamp(min=1)
         seq = (log_ratio * mask).sum(-1) / n
         ratio = torch.exp(seq.clamp(max=10.0))[:, None].expand_as(A)
@@ -192,3 +218,38 @@ def policy_gradient(
         ratio = R[:, None].expand_as(A)
         return PolicyGradient(ratio, ~unclipped & (sgn != 0), grad, aggregated=True)
     raise ValueError(f"policy_loss {loss!r} is not one of {list(POLICY_LOSSES)}")
+
+
+def _trust_region(log_prob, old_log_prob, A, lo, hi, loss) -> torch.Tensor:
+    """Where DPPO / IPO keep a token's policy gradient: the divergence between π_θ and π_old on the sampled token,
+    Δp = π_θ − π_old, within the trust region (the mask is not differentiated).
+
+    dppo_tv (DPPO-Binary-TV; prime-rl default_loss_fn, SkyRL binary_tv): drop A > 0 with Δp > ε_high and A < 0
+    with −Δp > ε_low. dppo_kl (SkyRL binary_kl): drop A > 0, Δp > 0 and A < 0, Δp < 0 whose binary KL
+    μ·log(μ/p) + (1 − μ)·log((1 − μ + 1e-8)/(1 − p + 1e-8)) exceeds ε_high / ε_low. ipo (prime-rl): drop
+    |Δp| > ε_high whatever the sign of A."""
+    p, mu = log_prob.exp(), old_log_prob.exp()
+    dp = p - mu
+    if loss == "ipo":
+        return dp.abs() <= hi
+    if loss == "dppo_tv":
+        return ~(((A > 0) & (dp > hi)) | ((A < 0) & (-dp > lo)))
+    eps = 1e-8
+    bkl = mu * (old_log_prob - log_prob) + (1 - mu) * torch.log((1 - mu + eps) / (1 - p + eps))
+    return ~(((A > 0) & (dp > 0) & (bkl > hi)) | ((A < 0) & (dp < 0) & (bkl > lo)))
+
+
+def _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg) -> PolicyGradient:
+    """GSPO with the sequence ratio s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)) differentiated as a function of the
+    row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO, and the row's
+    aggregated policy gradient Σ_t a_t·w_t·(−A_t·s_i)·1[unclipped] reaches every token of the row as that sum / n_i."""
+    if agg is None:
+        raise ValueError("gspo_gradient='row' needs the aggregation weights")
+    n = mask.sum(-1).clamp(min=1)
+    s = torch.exp((log_ratio * mask).sum(-1) / n)[:, None].expand_as(A)
+    active = ((A > 0) & (s <= 1 + hi)) | ((A < 0) & (s >= 1 - lo) & (s <= c))
+    g = torch.where(active, -A * s, 0.0) * agg * mask
+    if is_weights is not None:
+        g = g * is_weights
+    grad = (g.sum(-1) / n)[:, None] * mask
+    return PolicyGradient(s, ~active & (A != 0), grad, aggregated=True)

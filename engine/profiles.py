@@ -75,6 +75,9 @@ VERL = Profile(
         broadcast_group_key="prompt",
         broadcast_reward="last_step",
         broadcast_read="first",
+        gspo_gradient="own_token",
+        cispo_clip="one_plus",
+        rejected_tokens_counted=False,
     ),
 )
 # Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
@@ -165,6 +168,8 @@ PROFILES: dict[str, Profile] = {
             rloo_singleton="zero",
             reinforce_hole_mode="reset",
             gae_skip_holes=False,
+            seq_mean_rows="all",
+            rejected_tokens_counted=True,
         ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(
@@ -179,6 +184,8 @@ PROFILES: dict[str, Profile] = {
             seq_mean_rows="all",
             global_exclude_prefixes=(),
             gdpo_whiten="row",
+            gspo_gradient="row",
+            cispo_clip="epsilon_high",
         ),
         # OpenRLHF's experience maker: baseline the scalar reward, then per-token KL, then cumulative returns.
         VERL.derive(
@@ -200,6 +207,8 @@ PROFILES: dict[str, Profile] = {
             kl_clamp="all",
             kl_plus_variants=False,
             group_sizes="equal",
+            gspo_gradient="row",
+            rejected_tokens_counted=True,
         ),
         # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
         VERL.derive(

@@ -273,7 +273,9 @@ def weigh_loss(
             )  # fmt: skip
         correction = rollout_correction(batch.old_log_probs, batch.rollout_log_probs, loss_mask, cfg)
     if correction is not None and correction.keep is not None:  # verl swaps in the rejection-masked response mask
-        if cfg.policy_ratio_base == "rollout":  # bypass mode: the token count stays the original mask's
+        # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
+        # the token count stays the original mask's
+        if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
             w = token_weights(loss_mask, cfg) * correction.keep
             loss_mask = loss_mask * correction.keep
         else:
@@ -318,19 +320,25 @@ def weigh_policy(
     if correction is not None and correction.keep is not None:
         rejected = batch.action_mask.bool() & ~correction.keep
     zeros = _constant(loss_mask, 0.0)
-    trivial = cfg.policy_loss in ("vanilla", "cispo", "gspo", "gpg") and not bypass and is_w is None
+    unit_cispo = cfg.cispo_clip == "one_plus" or cfg.clip_ratio_high >= 1.0  # min(1, ε_high) = 1
+    trivial = (
+        (cfg.policy_loss in ("vanilla", "gspo", "gpg") or (cfg.policy_loss == "cispo" and unit_cispo))
+        and not bypass
+        and is_w is None
+        and cfg.adv_tau == 1.0
+    )
     if trivial:  # ratio 1 on every token: no clip fires, grad = w · A (the effective weights themselves)
         one = _constant(loss_mask, 1.0)
         no = _constant(loss_mask, False, torch.bool)
         return PolicyWeights(mismatch if mismatch is not None else zeros, one, no, one, rejected, effective)
     lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
     old = rollout if bypass else lp
-    pg: PolicyGradient = policy_gradient(lp, old, advantages, loss_mask, cfg, is_weights=is_w)
+    if cfg.policy_loss == "sapo":  # verl's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says
+        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
+    pg: PolicyGradient = policy_gradient(lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg)
     if pg.aggregated:
         grad = pg.grad
     else:
-        if cfg.policy_loss == "sapo":  # verl's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says
-            agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
         a = agg
         grad = pg.grad * a if is_w is None else pg.grad * a * is_w
     grad = torch.where(loss_mask.bool(), -grad, 0.0)

@@ -109,7 +109,7 @@ def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None
     assert text == (
         "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; GDPO whitening over tokens → over rows; "
         "seq-mean over rows those with a loss token → all; global keys left out '_' keys → none); GRPO std over: "
-        "group → batch"
+        "group → batch; also cispo_clip, gspo_gradient"  # dashboard.schemes.CONVENTION_WORDS lacks these two yet
     )
 
 
