@@ -350,7 +350,10 @@ class CreditConfig:
         "vanilla",
         "The policy loss the advantage enters (verl actor.policy_loss.loss_mode): vanilla (PPO clip, clip-higher, "
         "dual clip), gspo (sequence ratio), cispo (clipped IS weight, no token loses its gradient), sapo (soft "
-        "gate), geo_mean (GMPO), gpg (no ratio).",
+        "gate), geo_mean (GMPO), gpg (no ratio); dppo_tv / dppo_kl (DPPO: −A·ρ unless the sampled token's "
+        "probability moved out of the trust region, ε_low / ε_high its bounds on Δp = π_θ − π_old or the binary "
+        "KL; prime-rl's default loss, SkyRL dppo), ipo (prime-rl: dropped where |Δp| > ε_high, either sign), "
+        "masked_is (SkyRL rollout_is: ρ a detached weight, 0 outside (1 − ε_low, 1 + ε_high)).",
         choices=POLICY_LOSSES,
         label="policy loss",
     )
@@ -427,7 +430,8 @@ class CreditConfig:
     rollout_rs: tuple[str, ...] = option(
         (),
         "Rollout rejection sampling (verl rollout_rs): options token_k1/k2/k3, seq_sum_k1/k2/k3, seq_mean_k1/k2/k3, "
-        "seq_max_k2/k3, all of which a token must pass; empty = off. token_bkl/tv and seq_mean_bkl/tv are "
+        "seq_max_k2/k3, all of which a token must pass; empty = off. seq_all_k1 (SkyRL's outlier-token mask) drops a "
+        "row any of whose tokens fails the k1 bounds; token_bkl/tv and seq_mean_bkl/tv are "
         "OpenRLHF's gates: the sampled token's binary KL or |π_rollout − π_old| (probabilities clamped to "
         "[1e-6, 1 − 1e-6]), per token or averaged over the row, at most the threshold.",
         label="rollout rejection",

@@ -32,7 +32,7 @@ import torch
 from engine.masked import masked_mean, masked_sum
 
 SAFETY = 20.0  # verl's SAFETY_BOUND on log-ratios before exp
-POLICY_LOSSES = ("vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo")
+POLICY_LOSSES = ("vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo", "masked_is")
 RS_OPTIONS = tuple(
     f"{level}_{k}"
     for level, ks in (
@@ -40,6 +40,7 @@ RS_OPTIONS = tuple(
         ("seq_sum", "k1 k2 k3"),
         ("seq_mean", "k1 k2 k3 bkl tv"),
         ("seq_max", "k2 k3"),
+        ("seq_all", "k1"),
     )
     for k in ks.split()
 )
@@ -138,6 +139,8 @@ def _rejection_keep(delta, mask, options: tuple[str, ...], specs: tuple[str, ...
             top = stat.masked_fill(~mask.bool(), -torch.inf).amax(-1)
             stat = torch.where(torch.isinf(top), 0.0, top)[:, None]
         ok = (stat <= hi) if lo is None else (stat >= lo) & (stat <= hi)
+        if level == "seq_all":  # SkyRL's outlier-token mask: a row stays only if every token passes
+            ok = (ok | ~mask.bool()).all(-1, keepdim=True)
         keep = keep & ok.expand_as(keep)
     return keep
 
@@ -171,7 +174,7 @@ def policy_gradient(
     c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
     log_ratio = log_prob - old_log_prob
     loss = cfg.policy_loss
-    if loss in ("vanilla", "cispo", "sapo", "dppo_tv", "dppo_kl", "ipo"):
+    if loss in ("vanilla", "cispo", "sapo", "dppo_tv", "dppo_kl", "ipo", "masked_is"):
         inside = log_ratio.abs() <= SAFETY  # clamp(±20): no gradient beyond
         ratio = torch.exp(log_ratio.clamp(-SAFETY, SAFETY))
         if loss == "cispo":
@@ -180,6 +183,9 @@ def policy_gradient(
             else:
                 clipped_ratio = ratio.clamp(1 - lo, 1 + hi)
             return PolicyGradient(ratio, clipped_ratio != ratio, -clipped_ratio * A)
+        if loss == "masked_is":  # SkyRL rollout_is: the ratio as a detached weight, 0 outside (1 − ε_low, 1 + ε_high)
+            inside_band = (ratio > 1 - lo) & (ratio < 1 + hi)
+            return PolicyGradient(ratio, ~inside_band, torch.where(inside_band, -A * ratio, 0.0))
         if loss == "sapo":
             tau = torch.where(A > 0, cfg.tau_pos, cfg.tau_neg)
             sig = torch.sigmoid(tau * (ratio - 1.0))
