@@ -353,7 +353,8 @@ class CreditConfig:
         "gate), geo_mean (GMPO), gpg (no ratio); dppo_tv / dppo_kl (DPPO: −A·ρ unless the sampled token's "
         "probability moved out of the trust region, ε_low / ε_high its bounds on Δp = π_θ − π_old or the binary "
         "KL; prime-rl's default loss, SkyRL dppo), ipo (prime-rl: dropped where |Δp| > ε_high, either sign), "
-        "masked_is (SkyRL rollout_is: ρ a detached weight, 0 outside (1 − ε_low, 1 + ε_high)).",
+        "masked_is (SkyRL rollout_is: ρ a detached weight, 0 outside (1 − ε_low, 1 + ε_high)), vespo (TRL: "
+        "−φ(w)·A with the row's gamma weight, vespo_params).",
         choices=POLICY_LOSSES,
         label="policy loss",
     )
@@ -376,6 +377,29 @@ class CreditConfig:
         "prime-rl kl_tau: kl_tau·(log ρ)² is added to every loss token's loss (dppo_tv and ipo only; prime-rl's "
         "default is 1e-3).",
         within=NON_NEGATIVE,
+    )
+    vespo_params: tuple[float, ...] = option(
+        (2.0, 3.0, 3.0, 2.0),
+        "VESPO (TRL): (k_pos, λ_pos, k_neg, λ_neg) of the gamma weight φ(w) = e^λ·w^k·e^{−λw} on the row's ratio.",
+    )
+    off_policy_mask_threshold: float | None = option(
+        None,
+        "TRL off_policy_mask_threshold (DeepSeek-V3.2's off-policy sequence mask): a row with A < 0 whose mean "
+        "log π_rollout − log π_θ exceeds it trains nothing (its tokens still counted). None = off.",
+        within=NON_NEGATIVE,
+    )
+    kl_loss_coef: float = option(
+        0.0,
+        "β of a KL(π_θ ‖ π_ref) loss term added to each token's loss, aggregated like it (verl actor.kl_loss_coef "
+        "with use_kl_loss; TRL beta). Needs the reference log-probs. 0 = off.",
+        within=NON_NEGATIVE,
+    )
+    kl_loss_type: str = option(
+        "low_var_kl", "The KL loss term's estimator (verl actor.kl_loss_type; TRL: k3 = low_var_kl).",
+        choices=KL_PENALTY_NAMES,
+    )  # fmt: skip
+    kl_loss_ratio_weighted: bool = option(
+        False, "Weigh the KL loss term by the token ratio π_θ/π_old (TRL use_bias_correction_kl, its default)."
     )
     tau_pos: float = option(1.0, "SAPO τ for positive advantages.", within=POSITIVE)
     tau_neg: float = option(1.05, "SAPO τ for negative advantages.", within=POSITIVE)
@@ -513,6 +537,10 @@ class CreditConfig:
             raise ValueError("CreditConfig.rollout_rs_threshold: one threshold, or one per rollout_rs option")
         for spec in self.rollout_rs_threshold:
             check_threshold("rollout_rs_threshold", spec)
+        if len(self.vespo_params) != 4:
+            raise ValueError(
+                f"CreditConfig.vespo_params: expected (k_pos, λ_pos, k_neg, λ_neg), got {self.vespo_params}"
+            )
         clip = self.reward_clip
         if clip is not None and not (len(clip) == 2 and clip[0] < clip[1]):
             raise ValueError(f"CreditConfig.reward_clip: expected (lo, hi) with lo < hi, got {self.reward_clip!r}")

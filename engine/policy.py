@@ -29,10 +29,13 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.kl import kl_penalty
 from engine.masked import masked_mean, masked_sum
 
 SAFETY = 20.0  # verl's SAFETY_BOUND on log-ratios before exp
-POLICY_LOSSES = ("vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo", "masked_is")
+POLICY_LOSSES = (
+    "vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo", "masked_is", "vespo"
+)  # fmt: skip
 RS_OPTIONS = tuple(
     f"{level}_{k}"
     for level, ks in (
@@ -155,6 +158,14 @@ class PolicyGradient:
     clipped: torch.Tensor
     grad: torch.Tensor
     aggregated: bool = False
+    penalty: torch.Tensor | None = None
+
+    def weighted(self, agg: torch.Tensor, is_weights: torch.Tensor | None) -> torch.Tensor:
+        """∂L/∂log π per token: the policy gradient times the aggregation and the IS weights (unless aggregated
+        already), plus the penalty terms' gradient (``penalty``: KL terms, outside the IS weights) times the
+        aggregation."""
+        grad = self.grad if self.aggregated else self.grad * agg * (is_weights if is_weights is not None else 1.0)
+        return grad if self.penalty is None else grad + self.penalty * agg
 
 
 def policy_gradient(
@@ -165,10 +176,44 @@ def policy_gradient(
     cfg,
     is_weights: torch.Tensor | None = None,
     agg: torch.Tensor | None = None,
+    rollout_log_prob: torch.Tensor | None = None,
+    ref_log_prob: torch.Tensor | None = None,
 ) -> PolicyGradient:
     """The per-token derivative of ``cfg.policy_loss``'s token loss with respect to log π (see the module doc).
-    ``agg`` [B, T]: the aggregation weights, needed where the loss's ratio is a function of the whole row
-    (``gspo_gradient="row"``: the gradient comes back aggregated, IS weights included)."""
+    ``agg`` [B, T]: the aggregation weights, needed where the loss is a function of the whole row (GSPO with
+    ``gspo_gradient="row"``, VESPO: the gradient comes back aggregated, IS weights included). ``rollout_log_prob``:
+    what TRL's off-policy sequence mask compares π_θ with (``old_log_prob`` without it); ``ref_log_prob``: the
+    reference policy of the KL loss term (``kl_loss_coef``). Then the off-policy mask and the penalties:
+    ``kl_tau``·(log ρ)² (prime-rl) and ``kl_loss_coef``·KL(π_θ‖π_ref) (TRL β, ratio-weighted under
+    ``kl_loss_ratio_weighted``), outside the IS weights."""
+    pg = _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg)
+    grad, clipped, penalty = pg.grad, pg.clipped, None
+    if cfg.off_policy_mask_threshold is not None:  # TRL OPSM: drop rows with A < 0 that drifted too far
+        behaviour = rollout_log_prob if rollout_log_prob is not None else old_log_prob
+        n = mask.sum(-1, keepdim=True).clamp(min=1)
+        drift = ((behaviour - log_prob) * mask).sum(-1, keepdim=True) / n
+        keep = (advantages >= 0) | (drift <= cfg.off_policy_mask_threshold)
+        grad, clipped = grad * keep, clipped | (~keep & (advantages != 0))
+    log_ratio = log_prob - old_log_prob
+    if cfg.kl_tau and cfg.policy_loss in ("dppo_tv", "dppo_kl", "ipo"):  # prime-rl: + kl_tau·(log ρ)², every token
+        penalty = 2.0 * cfg.kl_tau * log_ratio
+    if cfg.kl_loss_coef:
+        if ref_log_prob is None:
+            raise ValueError("kl_loss_coef needs the reference policy's log-probs (ref_log_probs); the run lacks them")
+        with torch.enable_grad():
+            lp = log_prob.detach().requires_grad_(True)
+            kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type)
+            if cfg.kl_loss_ratio_weighted:
+                if cfg.policy_loss in ("gspo", "geo_mean", "vespo"):
+                    raise ValueError("kl_loss_ratio_weighted weighs the KL by the token ratio: not with a row ratio")
+                kl = kl * torch.exp(lp - old_log_prob)
+            (dkl,) = torch.autograd.grad(kl.sum(), lp)
+        term = cfg.kl_loss_coef * dkl
+        penalty = term if penalty is None else penalty + term
+    return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty)
+
+
+def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg) -> PolicyGradient:
     A = advantages * cfg.adv_tau if cfg.adv_tau != 1.0 else advantages
     lo, hi = cfg.clip_ratio_low, cfg.clip_ratio_high
     c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
@@ -192,10 +237,7 @@ def policy_gradient(
             return PolicyGradient(ratio, torch.zeros_like(inside), -4.0 * A * sig * (1 - sig) * ratio * inside)
         if loss in ("dppo_tv", "dppo_kl", "ipo"):
             active = _trust_region(log_prob, old_log_prob, A, lo, hi, loss) & inside
-            grad = torch.where(active, -A * ratio, 0.0)
-            if cfg.kl_tau:  # prime-rl: + kl_tau·(log ρ)² on every loss token, masked or not
-                grad = grad + 2.0 * cfg.kl_tau * log_ratio
-            return PolicyGradient(ratio, ~active & (A != 0), grad)
+            return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
         active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo) & (ratio <= c))
         active = active & inside
         return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
@@ -210,6 +252,8 @@ def policy_gradient(
         return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
     if loss == "gpg":
         return PolicyGradient(torch.ones_like(A), torch.zeros_like(A, dtype=torch.bool), -A)
+    if loss == "vespo":
+        return _vespo(log_ratio, A, mask, cfg.vespo_params, is_weights, agg)
     if loss == "geo_mean":
         sgn = torch.sign(A)
         unclipped = ((sgn > 0) & (log_ratio <= hi)) | ((sgn < 0) & (log_ratio >= -lo))
@@ -243,6 +287,26 @@ def _trust_region(log_prob, old_log_prob, A, lo, hi, loss) -> torch.Tensor:
     eps = 1e-8
     bkl = mu * (old_log_prob - log_prob) + (1 - mu) * torch.log((1 - mu + eps) / (1 - p + eps))
     return ~(((A > 0) & (dp > 0) & (bkl > hi)) | ((A < 0) & (dp < 0) & (bkl > lo)))
+
+
+def _vespo(log_ratio, A, mask, params, is_weights, agg) -> PolicyGradient:
+    """TRL's VESPO: −sg(φ_i)·A·log π with the row's gamma weight φ(w) = e^λ·w^k·e^{−λw}, w = the row's product
+    ratio Σ_t clamp(log ρ_t, ±20) (plus Σ_t log of the IS weight, clamped to [log 1e-8, 20]: the IS weight enters
+    w, not the loss), log w clamped to [log 1e-8, 20]; (k, λ) = (k_pos, λ_pos) where A ≥ 0, else (k_neg, λ_neg)."""
+    if agg is None:
+        raise ValueError("vespo needs the aggregation weights")
+    k_pos, lam_pos, k_neg, lam_neg = params
+    floor = math.log(1e-8)
+    log_w = (log_ratio.clamp(-SAFETY, SAFETY) * mask).sum(-1, keepdim=True)
+    if is_weights is not None:
+        log_w = log_w + (torch.log(is_weights).clamp(floor, SAFETY) * mask).sum(-1, keepdim=True)
+    log_w = log_w.clamp(floor, SAFETY)
+    nonneg = A >= 0
+    k = torch.where(nonneg, k_pos, k_neg)
+    lam = torch.where(nonneg, lam_pos, lam_neg).clamp(min=1e-4)
+    phi = torch.exp(lam + k * log_w - lam * log_w.exp()).nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+    w = log_w.exp().expand_as(A)
+    return PolicyGradient(w, torch.zeros_like(A, dtype=torch.bool), -phi * A * agg, aggregated=True)
 
 
 def _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg) -> PolicyGradient:

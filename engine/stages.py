@@ -326,6 +326,8 @@ def weigh_policy(
         and not bypass
         and is_w is None
         and cfg.adv_tau == 1.0
+        and cfg.kl_loss_coef == 0.0
+        and cfg.off_policy_mask_threshold is None
     )
     if trivial:  # ratio 1 on every token: no clip fires, grad = w · A (the effective weights themselves)
         one = _constant(loss_mask, 1.0)
@@ -335,13 +337,11 @@ def weigh_policy(
     old = rollout if bypass else lp
     if cfg.policy_loss == "sapo":  # verl's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says
         agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
-    pg: PolicyGradient = policy_gradient(lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg)
-    if pg.aggregated:
-        grad = pg.grad
-    else:
-        a = agg
-        grad = pg.grad * a if is_w is None else pg.grad * a * is_w
-    grad = torch.where(loss_mask.bool(), -grad, 0.0)
+    pg: PolicyGradient = policy_gradient(
+        lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,
+        ref_log_prob=batch.ref_log_probs,
+    )  # fmt: skip
+    grad = torch.where(loss_mask.bool(), -pg.weighted(agg, is_w), 0.0)
     return PolicyWeights(
         mismatch if mismatch is not None else zeros,
         pg.ratio if bypass else _constant(loss_mask, 1.0),  # π_θ = π_old = the trainer's: 1 (up to exp(0))

@@ -108,7 +108,7 @@ def test_not_yet_reproduced_is_named() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ other trainers
-def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask):
+def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None):
     """Stage 4 (``weigh_loss`` then ``weigh_policy``) on the case's tensors, π_θ = ``lp``: the rollout correction
     and its rejection mask, the aggregation weights (a rejected token still counted under
     ``rejected_tokens_counted``), the policy gradient, the IS weights. (correction, mask after rejection, grad)."""
@@ -122,9 +122,18 @@ def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask):
     is_w = corr.weights if corr is not None and not bypass else None
     if cfg.policy_loss == "sapo":
         agg = token_weights(after, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
-    pg = policy_gradient(lp, rollout if bypass else old, adv, after, cfg, is_weights=is_w, agg=agg)
-    grad = pg.grad if pg.aggregated else pg.grad * agg * (is_w if is_w is not None else 1.0)
-    return corr, after, torch.where(after.bool(), grad, 0.0)
+    pg = policy_gradient(
+        lp,
+        rollout if bypass else old,
+        adv,
+        after,
+        cfg,
+        is_weights=is_w,
+        agg=agg,
+        rollout_log_prob=rollout,
+        ref_log_prob=ref,
+    )
+    return corr, after, torch.where(after.bool(), pg.weighted(agg, is_w), 0.0)
 
 
 def _openrlhf(p: dict) -> CreditConfig:
@@ -164,9 +173,10 @@ def _openrlhf(p: dict) -> CreditConfig:
 def _trl(p: dict) -> CreditConfig:
     """TRL GRPOTrainer._compute_loss: loss_type → the policy loss and (``trl_loss_agg``) the aggregation;
     importance_sampling_level sequence = gspo; delta = clip_ratio_c; vLLM IS mode = rollout_is × rollout_is_mode,
-    clip_min/clip_max = the threshold."""
+    clip_min/clip_max = the threshold; vespo k/lambda = vespo_params; off_policy_mask_threshold; beta =
+    kl_loss_coef (k3 = low_var_kl), use_bias_correction_kl = kl_loss_ratio_weighted."""
     lt = p["loss_type"]
-    loss = {"cispo": "cispo", "sapo": "sapo"}.get(
+    loss = {"cispo": "cispo", "sapo": "sapo", "vespo": "vespo"}.get(
         lt, "gspo" if p["importance_sampling_level"] == "sequence" else "vanilla"
     )
     kw = dict(
@@ -177,6 +187,11 @@ def _trl(p: dict) -> CreditConfig:
         clip_ratio_c=p["delta"],
         tau_pos=p["sapo_temperature_pos"],
         tau_neg=p["sapo_temperature_neg"],
+        vespo_params=(p["vespo_k_pos"], p["vespo_lambda_pos"], p["vespo_k_neg"], p["vespo_lambda_neg"]),
+        off_policy_mask_threshold=p["off_policy_mask_threshold"],
+        kl_loss_coef=p["beta"],
+        kl_loss_type="low_var_kl",
+        kl_loss_ratio_weighted=p["use_bias_correction_kl"],
         **trl_loss_agg(lt, p["max_completion_length"]),
     )
     if p["use_vllm"] and p["vllm_importance_sampling_correction"]:
@@ -268,18 +283,20 @@ def _tensors(file: str, x: dict):
     if file.startswith("openrlhf"):
         mask, adv = tensor(x["response_mask"]), tensor(x["advantages"])
     elif file.startswith("trl"):
+        pass
         mask = tensor(x["mask"])
         adv = tensor(x["advantages"])[:, None].expand_as(mask)
     else:
         mask, adv = tensor(x["loss_mask"]), tensor(x["advantages"])
     rollout = x.get("inference_log_prob", x.get("rollout_log_prob"))
-    old = x.get("old_log_prob")
+    old, ref = x.get("old_log_prob"), x.get("ref_log_prob")
     return (
         tensor(x["log_prob"]),
         tensor(old) if old is not None else None,
         tensor(rollout) if rollout is not None else None,
         adv,
         mask,
+        tensor(ref) if ref is not None else None,
     )
 
 
@@ -297,13 +314,6 @@ def _not_reproduced(file: str, c: dict) -> str | None:
     if file.startswith("openrlhf"):
         if p["is_correction_level"] == "seq" and p["is_correction_mode"] == "clip":
             return "OpenRLHF refuses seq + clip; CreditLens reads it as TRL's sequence_truncate, which it accepts"
-    elif file.startswith("trl"):
-        if p["loss_type"] == "vespo":
-            return "VESPO's per-row gamma weight phi(w) is not a policy loss of the engine"
-        if p["beta"]:
-            return "the β·k3 KL-to-reference loss term is not part of the policy-loss stage"
-        if p["off_policy_mask_threshold"] is not None:
-            return "OPSM drops rows on mean(log π_rollout − log π_θ), the current policy's log-probs: not modelled"
     elif file.startswith("skyrl"):
         t, red = p["policy_loss_type"], p["loss_reduction"]
         if t == "clip_cov":
@@ -326,7 +336,7 @@ def _not_reproduced(file: str, c: dict) -> str | None:
 
 OTHER_FILES = {  # file: (cases, reproduced, refused)
     "openrlhf_policy_loss.json": (29, 26, 2),
-    "trl_policy_loss.json": (33, 27, 0),
+    "trl_policy_loss.json": (33, 33, 0),
     "skyrl_policy_loss.json": (37, 30, 0),
     "primerl_policy_loss.json": (18, 17, 0),
 }
@@ -355,8 +365,8 @@ def test_other_trainers_policy_loss_gradient(file: str, case: dict) -> None:
             _engine_grad(cfg, *_tensors(file, case["inputs"]))
         return
     cfg = CONFIGS[file](case)
-    lp, old, rollout, adv, mask = _tensors(file, case["inputs"])
-    corr, _, grad = _engine_grad(cfg, lp, old, rollout, adv, mask)
+    lp, old, rollout, adv, mask, ref = _tensors(file, case["inputs"])
+    corr, _, grad = _engine_grad(cfg, lp, old, rollout, adv, mask, ref)
     out = case["outputs"]
     assert_golden(grad, out["grad_log_prob"], what="d loss / d log_prob")
     if out.get("importance_sampling_ratio") is not None:  # TRL: [B, T] (token modes) or [B, 1] (sequence modes)
