@@ -417,6 +417,11 @@ class CreditConfig:
         choices=("one_plus", "epsilon_high"),
         label="CISPO clip",
     )
+    seq_mean_losses: tuple[str, ...] | None = convention(
+        "Policy losses that aggregate seq-mean-token-mean whatever loss_agg_mode says: verl's SAPO; OpenRLHF's "
+        "GSPO (token_level_loss forced off); SkyRL's SAPO and GSPO follow its loss_reduction.",
+        label="losses aggregated per sequence",
+    )
     rejected_tokens_counted: bool | None = convention(
         "A token rollout rejection sampling drops: out of the loss mask and the aggregation's token counts (verl) "
         "or only its loss zeroed, the counts unchanged (SkyRL's off-policy masks and OpenRLHF's mask mode act on "
@@ -537,6 +542,9 @@ class CreditConfig:
             raise ValueError("CreditConfig.rollout_rs_threshold: one threshold, or one per rollout_rs option")
         for spec in self.rollout_rs_threshold:
             check_threshold("rollout_rs_threshold", spec)
+        for loss in self.seq_mean_losses:
+            if loss not in POLICY_LOSSES:
+                raise ValueError(f"CreditConfig.seq_mean_losses: {loss!r} is not one of {list(POLICY_LOSSES)}")
         if len(self.vespo_params) != 4:
             raise ValueError(
                 f"CreditConfig.vespo_params: expected (k_pos, λ_pos, k_neg, λ_neg), got {self.vespo_params}"

@@ -283,7 +283,7 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
     grad = res.grad_weight
     if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)
         grad = effective
-    elif cfg.policy_loss not in ("geo_mean", "sapo"):  # those two aggregate their own way, whatever the mode
+    elif cfg.policy_loss != "geo_mean" and cfg.policy_loss not in cfg.seq_mean_losses:  # their own aggregation
         old = res.agg_weights
         grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)
     return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)

@@ -78,6 +78,7 @@ VERL = Profile(
         gspo_gradient="own_token",
         cispo_clip="one_plus",
         rejected_tokens_counted=False,
+        seq_mean_losses=("sapo",),
     ),
 )
 # Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
@@ -170,6 +171,7 @@ PROFILES: dict[str, Profile] = {
             gae_skip_holes=False,
             seq_mean_rows="all",
             rejected_tokens_counted=True,
+            seq_mean_losses=(),
         ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(
@@ -209,6 +211,7 @@ PROFILES: dict[str, Profile] = {
             group_sizes="equal",
             gspo_gradient="row",
             rejected_tokens_counted=True,
+            seq_mean_losses=("gspo",),
         ),
         # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
         VERL.derive(

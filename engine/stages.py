@@ -335,7 +335,7 @@ def weigh_policy(
         return PolicyWeights(mismatch if mismatch is not None else zeros, one, no, one, rejected, effective)
     lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
     old = rollout if bypass else lp
-    if cfg.policy_loss == "sapo":  # verl's SAPO aggregates seq-mean-token-mean whatever loss_agg_mode says
+    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
         agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
     pg: PolicyGradient = policy_gradient(
         lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,

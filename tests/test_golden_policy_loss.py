@@ -120,7 +120,7 @@ def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None):
     after = mask * keep
     agg = token_weights(mask if bypass or cfg.rejected_tokens_counted else after, cfg) * keep
     is_w = corr.weights if corr is not None and not bypass else None
-    if cfg.policy_loss == "sapo":
+    if cfg.policy_loss in cfg.seq_mean_losses:
         agg = token_weights(after, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
     pg = policy_gradient(
         lp,
@@ -137,11 +137,11 @@ def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None):
 
 
 def _openrlhf(p: dict) -> CreditConfig:
-    """OpenRLHF PolicyLoss(...): ppo = vanilla, dual_clip = clip_ratio_c (None: off); GSPO forces the per-sample
-    mean; is_correction: token ratio gate = rollout_is token (clip: truncate into [lo, hi]; mask: 0 outside), a
-    sequence or divergence gate = rejection of the unit (seq_mean_k1 on the geometric-mean ratio, token/seq_mean
-    bkl or tv) with each survivor's untruncated per-token IS weight; GSPO with is_correction takes its ratio
-    against the rollout log-probs and no IS weight (bypass)."""
+    """OpenRLHF PolicyLoss(...): ppo = vanilla, dual_clip = clip_ratio_c (None: off); GSPO's per-sample mean comes
+    from the profile (seq_mean_losses); is_correction: token ratio gate = rollout_is token (clip: truncate into
+    [lo, hi]; mask: 0 outside), a sequence or divergence gate = rejection of the unit (seq_mean_k1 on the
+    geometric-mean ratio, token/seq_mean bkl or tv) with each survivor's untruncated per-token IS weight; GSPO with
+    is_correction takes its ratio against the rollout log-probs and no IS weight (bypass)."""
     gspo = p["policy_loss_type"] == "gspo"
     kw = dict(
         profile="openrlhf",
@@ -149,7 +149,7 @@ def _openrlhf(p: dict) -> CreditConfig:
         clip_ratio_low=p["clip_eps_low"],
         clip_ratio_high=p["clip_eps_high"],
         clip_ratio_c=p["dual_clip"],
-        loss_agg_mode="token-mean" if p["loss_agg_mode"] == "token-mean" and not gspo else "seq-mean-token-mean",
+        loss_agg_mode=p["loss_agg_mode"],  # the profile makes GSPO's seq-mean-token-mean
     )
     level, mode, gate = p["is_correction_level"], p["is_correction_mode"], p["is_correction_gating"]
     lo, hi = p["is_correction_threshold"]
