@@ -14,12 +14,25 @@ log π_θ is ∂L/∂log π_t = a_t · w_t · g_t; ``grad_weight`` = −∂L/∂
 * ``geo_mean``: the row's geometric-mean ratio of log-ratios clipped in log space, times the row's mean advantage,
   averaged over rows: g_t = −Ā_i·R_i·W_i·1[log ρ_t unclipped]/((n_i + 1e-8)·B).
 * ``gpg``: g = −A.
+* ``dppo_tv`` / ``dppo_kl`` / ``ipo`` (prime-rl, SkyRL): g = −A·ρ where the sampled token's probability stayed in the
+  trust region (Δp = π_θ − π_old, or its binary KL; ``_trust_region``), else 0.
+* ``masked_is`` (SkyRL rollout_is): g = −A·ρ inside (1 − ε_low, 1 + ε_high), else 0. ``vespo`` (TRL): g = −φ_i·A with
+  the row's gamma weight φ(w).
+
+Where the trainers differ from verl (CONVENTIONS.md §14), the profile's conventions say: ``gspo_gradient="row"``
+(OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread over the row),
+``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``seq_mean_losses`` (which losses aggregate seq-mean-token-mean
+whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``). A is scaled by
+``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref); TRL's
+off-policy sequence mask (``off_policy_mask_threshold``) drops rows with A < 0 that drifted too far.
 
 Rollout correction (``rollout_corr_helper``), from log π_old − log π_rollout (the train/inference mismatch, ±20):
 ``rollout_is`` token (w = e^δ) or sequence (w = e^{Σδ}), truncated at the threshold (TIS) or, with a lower bound,
 set to 0 outside [lo, hi] (IcePop); ``rollout_rs`` rejection options drop tokens or whole rows whose k1/k2/k3
 divergence is out of bounds. ``policy_ratio_base="rollout"`` is verl's bypass mode (PPO clip against the rollout
-policy itself: ρ = π_trainer/π_rollout; the rejection mask applies, the IS weights do not).
+policy itself: ρ = π_trainer/π_rollout; the rejection mask applies, the IS weights do not). ``rollout_is_mode``
+truncates into or masks outside the threshold whatever its form (TRL, OpenRLHF); the ``bkl`` / ``tv`` rejection
+statistics are OpenRLHF's gates, ``seq_all_k1`` SkyRL's outlier-token mask.
 """
 
 from __future__ import annotations
