@@ -192,3 +192,29 @@ def policy_gradient(
         ratio = R[:, None].expand_as(A)
         return PolicyGradient(ratio, ~unclipped & (sgn != 0), grad, aggregated=True)
     raise ValueError(f"policy_loss {loss!r} is not one of {list(POLICY_LOSSES)}")
+
+
+def credit_by_entropy(
+    entropy: torch.Tensor, grad_weight: torch.Tensor, mask: torch.Tensor, bins: int = 5
+) -> list[dict[str, float]]:
+    """The trained tokens (``mask``) cut into ``bins`` equal-count groups by their entropy, lowest first: per bin
+    the entropy range, the token count, its share of the batch's Σ|grad_weight| and its mean grad_weight. Empty
+    when no token is trained."""
+    on = mask.bool()
+    h, g = entropy[on].double(), grad_weight[on].double()
+    if h.numel() == 0:
+        return []
+    order = torch.argsort(h, stable=True)
+    total = float(g.abs().sum()) or 1.0
+    out = []
+    for part in torch.tensor_split(order, min(bins, h.numel())):
+        out.append(
+            {
+                "entropy from": float(h[part].min()),
+                "entropy to": float(h[part].max()),
+                "tokens": int(part.numel()),
+                "share of |gradient|": float(g[part].abs().sum()) / total,
+                "mean gradient weight": float(g[part].mean()),
+            }
+        )
+    return out
