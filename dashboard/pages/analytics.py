@@ -144,6 +144,10 @@ if batch.entropy is not None:  # the run records the policy's entropy at each to
         ent,
         hide_index=True,
         width="stretch",
-        column_config={"share of |gradient|": st.column_config.ProgressColumn(format="percent", min_value=0.0,
-                                                                              max_value=1.0)},
+        column_config={
+            "share of |gradient|": st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0),
+            "mean gradient weight": st.column_config.NumberColumn(format="%.3g"),
+            "entropy from": st.column_config.NumberColumn(format="%.3g"),
+            "entropy to": st.column_config.NumberColumn(format="%.3g"),
+        },
     )  # fmt: skip
