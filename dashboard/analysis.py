@@ -244,3 +244,15 @@ def group_loss_matrix(batch: TrajectoryBatch, result: CreditResult, rows: np.nda
     n = lengths(batch)[rows]
     T = int(n.max()) if len(n) else 0
     return np_(result.loss_mask[rows, :T]) > 0
+
+
+def entropy_credit(batch: TrajectoryBatch, result: CreditResult, bins: int = 5) -> pd.DataFrame:
+    """The trained action tokens in ``bins`` equal-count entropy bins (lowest first): range, tokens, share of the
+    batch's Σ|gradient weight| and mean gradient weight (``engine.policy.credit_by_entropy``). Empty without the
+    run's entropy."""
+    from engine.policy import credit_by_entropy
+
+    if batch.entropy is None:
+        return pd.DataFrame()
+    mask = result.loss_mask.bool() & batch.action_mask.bool()
+    return pd.DataFrame(credit_by_entropy(batch.entropy, result.grad_weight, mask, bins))

@@ -34,10 +34,11 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
         "KG-R1's structured rewards under its own profile, whose bookkeeping keys leak into the reward (lint "
         "bookkeeping_reward_leak)",
     ),
-    "lint_cases/mismatch": (
+    "lint_cases/policy": (
         "grpo",
         "the trainer's and the rollout engine's log-probs of the same tokens, three of them more than 2× apart, no "
-        "rollout correction yet (lint train_inference_mismatch; the sidebar's policy loss section sets one)",
+        "rollout correction yet (lint train_inference_mismatch; the sidebar's policy loss section sets one), and "
+        "the policy's entropy, near zero in one prompt's rollouts (lint entropy_collapse)",
     ),
 }
 # Run formats whose trainer a profile reproduces: an uploaded or data-directory run of that format opens under
@@ -126,7 +127,7 @@ def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
             for f in files if len(files) > 1 else []:
                 out[f"{p.name}/{_strip_suffix(f.name)}"] = f
             for sub in sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")):
-                if sum(1 for f in sub.iterdir() if _is_run_file(f)) == 1:  # lint_cases/kgr1, lint_cases/mismatch
+                if sum(1 for f in sub.iterdir() if _is_run_file(f)) == 1:  # lint_cases/kgr1, lint_cases/policy
                     out[f"{p.name}/{sub.name}"] = sub
     return out
 

@@ -22,7 +22,7 @@ from engine.scan import by_row_blocks
 
 QUANTITY_ORDER = (
     "token score", "KL", "reward", "value", "return", "advantage", "effective weight", "gradient weight",
-    "PPO ratio", "IS weight", "train/inference mismatch",
+    "PPO ratio", "IS weight", "train/inference mismatch", "entropy",
 )  # fmt: skip
 QUANTITY_HELP = {
     "token score": "reward placed on the token before KL (placement of the structured rewards)",
@@ -39,6 +39,8 @@ QUANTITY_HELP = {
     "IS weight": "the rollout-correction importance weight (truncated, or 0 outside IcePop's bounds)",
     "train/inference mismatch": "log π_trainer − log π_rollout of the sampled token: how differently the trainer "
     "and the rollout engine score it (0 = agree; ±0.69 = 2× apart)",
+    "entropy": "the policy's entropy at the token (nats), as the run recorded it: where the policy was unsure "
+    "(forking tokens) or certain",
     "logged advantage": "the advantage the trainer itself logged for this token (on action tokens; 0 elsewhere)",
     "advantage − logged": "CreditLens's advantage minus the trainer's: 0 when this scheme is the trainer's",
 }

@@ -94,6 +94,7 @@ class TrajectoryBatch:
         sum_pi_squared [B, T] or None (Σ_v π(v)² of the rollout policy, for the optimal token baseline);
         rollout_is_weights [B, T] or None (truncated importance weights); rollout_log_probs [B, T] or None (the
         rollout engine's log-probs when the trainer's own are ``old_log_probs``: the train/inference mismatch);
+        entropy [B, T] or None (the policy's entropy at each token, nats);
         turn_rewards [B, K, C_turn] or None with turn_mask [B, K] and turn_reward_names (C_turn,);
         global_rewards [B, C_global] or None with global_reward_names (C_global,); global_rewards_present
         [B, C_global] bool or None (all present): False where a row has no value for a component (a TRL reward
@@ -114,6 +115,7 @@ class TrajectoryBatch:
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
     rollout_log_probs: torch.Tensor | None = None
+    entropy: torch.Tensor | None = None
     turn_rewards: torch.Tensor | None = None
     turn_mask: torch.Tensor | None = None
     turn_reward_names: tuple[str, ...] = ()
@@ -158,6 +160,7 @@ class TrajectoryBatch:
             "sum_pi_squared",
             "rollout_is_weights",
             "rollout_log_probs",
+            "entropy",
         ):
             if getattr(self, name) is not None:
                 s(self, name, _as_float(name, getattr(self, name), (B, T), dev))

@@ -81,6 +81,9 @@ class _Pending:
             "is_weight": loss.policy.is_weight,
             "rejected": loss.policy.rejected,
             "grad_weight": loss.policy.grad_weight,
+            "entropy": self.batch.entropy
+            if self.batch.entropy is not None
+            else torch.zeros((), device=loss.loss_mask.device).expand_as(loss.loss_mask),
         }
 
 
@@ -106,13 +109,14 @@ class CreditResult:
     statistics of the scores' groups. kept: rows kept by rejection sampling. verdicts: 0 solve_none / 1 partial /
     2 solve_all. turn_rewards, turn_advantage, turn_tokens: per-turn summaries. The policy-loss stage
     (``engine.policy``, CONVENTIONS.md §14): mismatch (log π_trainer − log π_rollout), ratio, pg_clipped,
-    is_weight, rejected, grad_weight (−∂L/∂log π per token: the gradient each token actually gets).
+    is_weight, rejected, grad_weight (−∂L/∂log π per token: the gradient each token actually gets). entropy: the
+    policy's entropy at each token when the run carries it (0 otherwise).
     """
 
     VIEWS: ClassVar[tuple[str, ...]] = (
         "kl", "loss_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean", "group_std",
         "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
-        "mismatch", "ratio", "pg_clipped", "is_weight", "rejected", "grad_weight",
+        "mismatch", "ratio", "pg_clipped", "is_weight", "rejected", "grad_weight", "entropy",
     )  # fmt: skip
 
     config: CreditConfig
@@ -151,6 +155,7 @@ class CreditResult:
     is_weight = _view("is_weight")
     rejected = _view("rejected")
     grad_weight = _view("grad_weight")
+    entropy = _view("entropy")
 
     def views(self) -> dict[str, torch.Tensor]:
         """Every view by name, computed (once, thread-safely) the first time any is asked for."""
@@ -205,6 +210,7 @@ class CreditResult:
             ("PPO ratio", self.ratio),
             ("IS weight", self.is_weight),
             ("train/inference mismatch", self.mismatch),
+            ("entropy", self.entropy),
         ):
             if not _constant(t):  # shown where the run and the scheme make them vary
                 q[name] = t

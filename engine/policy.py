@@ -336,3 +336,29 @@ def _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg) -> PolicyGradient:
         g = g * is_weights
     grad = (g.sum(-1) / n)[:, None] * mask
     return PolicyGradient(s, ~active & (A != 0), grad, aggregated=True)
+
+
+def credit_by_entropy(
+    entropy: torch.Tensor, grad_weight: torch.Tensor, mask: torch.Tensor, bins: int = 5
+) -> list[dict[str, float]]:
+    """The trained tokens (``mask``) cut into ``bins`` equal-count groups by their entropy, lowest first: per bin
+    the entropy range, the token count, its share of the batch's Σ|grad_weight| and its mean grad_weight. Empty
+    when no token is trained."""
+    on = mask.bool()
+    h, g = entropy[on].double(), grad_weight[on].double()
+    if h.numel() == 0:
+        return []
+    order = torch.argsort(h, stable=True)
+    total = float(g.abs().sum()) or 1.0
+    out = []
+    for part in torch.tensor_split(order, min(bins, h.numel())):
+        out.append(
+            {
+                "entropy from": float(h[part].min()),
+                "entropy to": float(h[part].max()),
+                "tokens": int(part.numel()),
+                "share of |gradient|": float(g[part].abs().sum()) / total,
+                "mean gradient weight": float(g[part].mean()),
+            }
+        )
+    return out

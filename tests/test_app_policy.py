@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 
-from test_app import PAGES, new_app, no_errors
+from test_app import PAGES, html_text, new_app, no_errors
 
 from dashboard.state import K, cfg_key
 
-SAMPLE = "lint_cases/mismatch"
+SAMPLE = "lint_cases/policy"
 
 
 def _tokens(scheme: str | None = None):
@@ -54,3 +54,36 @@ def test_a_run_without_rollout_log_probs_offers_no_correction() -> None:
     assert at.session_state[cfg_key("rollout_is")] is None  # fitted away: the run cannot give it
     assert not [s for s in at.sidebar.selectbox if s.key == cfg_key("rollout_is")]
     assert "no rollout-engine log-probs" in " ".join(c.value for c in at.sidebar.caption)
+
+
+def test_entropy_is_a_token_quantity_an_analytics_view_and_a_lint() -> None:
+    at = _tokens()
+    assert "entropy" in at.selectbox(key=K.QUANTITY).options
+    an = new_app({"run": SAMPLE, "page": "analytics"})
+    an.run()
+    an.switch_page(PAGES["analytics"]).run()
+    no_errors(an, "analytics")
+    assert "Credit by token entropy" in [s.value for s in an.subheader]
+    ent = an.dataframe[-1].value
+    assert len(ent) == 5 and math.isclose(float(ent["share of |gradient|"].sum()), 1.0, rel_tol=1e-9)
+    assert float(ent["entropy from"].iloc[0]) == 0.019999999552965164  # the collapsed prompt's 0.02 (float32)
+    diag = new_app({"run": SAMPLE, "page": "diagnostics"})
+    diag.run()
+    no_errors(diag, "diagnostics")
+    body = html_text(diag)
+    assert (
+        "<span class='cl-check'>entropy_collapse</span>" not in body
+    )  # 16 of 28 trained tokens at 0.8 nats: mean 0.47
+    assert "<span class='cl-check'>train_inference_mismatch</span>" in body
+
+
+def test_entropy_collapse_fires_on_the_collapsed_prompt_alone() -> None:
+    from engine import CreditConfig
+    from engine.io import load_run
+    from engine.lint import run_lints
+
+    run = load_run("sample_runs/lint_cases/policy").run
+    rows = [i for i, t in enumerate(run.trajectories) if t.id.startswith("entropy_collapse/")]
+    batch = run.to_batch().select(rows)
+    (f,) = run_lints(batch, CreditConfig(), checks=["entropy_collapse"])
+    assert f.severity == "warning" and f.message.startswith("the trained tokens' mean entropy is 0.02 nats")

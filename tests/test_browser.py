@@ -176,7 +176,7 @@ def test_train_inference_mismatch_view(server: Server, context) -> None:
     weight in the token colours' options, the sidebar's rollout correction."""
     page = context.new_page()
     page.goto(
-        f"{server.url}/?page=tokens&run=lint_cases%2Fmismatch&scheme=grpo,ris:token,rit:0.5_2.0",
+        f"{server.url}/?page=tokens&run=lint_cases%2Fpolicy&scheme=grpo,ris:token,rit:0.5_2.0",
         wait_until="commit",
     )
     wait_idle(page)

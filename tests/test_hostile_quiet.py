@@ -355,7 +355,7 @@ def test_mismatch_notes_are_capped_per_file(tmp_path):
 
 def test_samples_load_with_no_new_problems():
     """The shipped samples give text and ids that agree, except the lint case built to disagree; lint_cases'
-    kgr1/ and mismatch/ subfolders are samples of their own, and a folder load says that it did not read them."""
+    kgr1/ and policy/ subfolders are samples of their own, and a folder load says that it did not read them."""
     for folder in sorted(p for p in SAMPLES.iterdir() if p.is_dir()):
         res = load_run(folder)
         if folder.name != "lint_cases":
@@ -363,12 +363,12 @@ def test_samples_load_with_no_new_problems():
     res = load_run(SAMPLES / "lint_cases")
     assert [(Path(p.file).name, p.line, p.field, p.scope) for p in res.problems] == [
         ("kgr1", None, None, "run"),
-        ("mismatch", None, None, "run"),
+        ("policy", None, None, "run"),
         ("lint_cases.jsonl", 79, "segments[0].text", "run"),
     ]
     assert "decode to ' result result result', not to its text ' step step step'" in res.problems[2].reason
     assert load_run(SAMPLES / "lint_cases" / "kgr1").problems == []
-    assert load_run(SAMPLES / "lint_cases" / "mismatch").problems == []
+    assert load_run(SAMPLES / "lint_cases" / "policy").problems == []
 
 
 # ------------------------------------------------------------------------------------------------ folders

@@ -321,3 +321,21 @@ def test_strict_load_lists_notes_and_stops_only_at_a_bad_record(tmp_path, tok):
         f.write('{"input": "q", "output": "a", "score": "high"}\n')
     with pytest.raises(ValueError, match=r"1\.jsonl:7: score"):
         load_run(path, strict=True)
+
+
+def test_trainer_and_rollout_log_probs_and_entropy_are_kept_apart(tmp_path, tok):
+    """A dump with the trainer's old_log_probs, the agent loop's rollout_log_probs and the actor's entropys (kept
+    before verl pops them): the batch has all three, the mismatch is their difference (CONVENTIONS.md §14)."""
+    rows, proto = step_batch(tok)
+    mask = proto.batch["response_mask"].float()
+    data = {k: proto.batch[k] for k in ("prompts", "responses", "response_mask", "attention_mask", "rm_scores")}
+    data["rollout_log_probs"] = proto.batch["rollout_log_probs"]
+    data["old_log_probs"] = proto.batch["rollout_log_probs"] + 0.5 * mask  # the trainer scores them 0.5 higher
+    data["entropys"] = torch.full_like(mask, 0.7)
+    torch.save(data | {"uid": ["uid-a"] * 4 + ["uid-b"] * 2}, tmp_path / "both.pt")
+    res = load_run(tmp_path / "both.pt")
+    assert res.problems == [] and "log_probs_source" not in res.run.metadata
+    b = res.run.to_batch()
+    act = b.action_mask.bool()
+    assert (b.old_log_probs - b.rollout_log_probs)[act].unique().tolist() == [0.5]
+    assert b.entropy[b.attention_mask.bool()].unique().tolist() == [0.699999988079071]

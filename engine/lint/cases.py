@@ -187,9 +187,10 @@ def _trl_logged(trajs: list[Trajectory], rewards: list[float]) -> list[Trajector
     return trajs
 
 
-def _mismatched(trajs: list[Trajectory], off: dict[tuple[int, int], float]) -> list[Trajectory]:
+def _mismatched(trajs: list[Trajectory], off: dict[tuple[int, int], float], entropy: float = 0.8) -> list[Trajectory]:
     """The trainer's log-probs (−0.3 on every model token) and the rollout engine's, equal except at ``off``:
-    (rollout, model token) → log π_trainer − log π_rollout there."""
+    (rollout, model token) → log π_trainer − log π_rollout there; the policy's entropy ``entropy`` on every model
+    token (these cases share the ``policy/`` sample, which has both log-probs and the entropy on every row)."""
     for r, t in enumerate(trajs):
         k = 0
         for seg in t.segments:
@@ -200,6 +201,7 @@ def _mismatched(trajs: list[Trajectory], off: dict[tuple[int, int], float]) -> l
             for j in range(seg.num_tokens):
                 rollout_lp[j] -= off.get((r, k + j), 0.0)
             seg.log_probs, seg.rollout_log_probs = lp, rollout_lp
+            seg.entropy = np.full(seg.num_tokens, entropy, dtype=FLOAT_DTYPE)
             k += seg.num_tokens
     return trajs
 
@@ -273,6 +275,13 @@ def lint_cases() -> dict[str, LintCase]:
             ),
             verl,
             CreditConfig(rollout_is="token", rollout_is_threshold="0.5_2.0"),
+        ),
+        make_case(
+            "entropy_collapse",
+            "the policy's entropy is 0.02 nats on every trained token: it samples the same tokens every time",
+            _mismatched(group("low", ["mmmm", "mmm", "mmmmm"], [1.0, 0.0, 1.0]), {}, entropy=0.02),
+            verl,
+            repaired=_mismatched(group("low", ["mmmm", "mmm", "mmmmm"], [1.0, 0.0, 1.0]), {}, entropy=0.9),
         ),
         make_case(
             "zero_variance_groups",

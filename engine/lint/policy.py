@@ -1,5 +1,5 @@
-"""Lints on the policy-loss stage: where the trainer and the rollout engine disagree about the sampled tokens
-(CONVENTIONS.md §14)."""
+"""Lints on the policy-loss stage: where the trainer and the rollout engine disagree about the sampled tokens, and
+where the policy's recorded entropy says it has stopped exploring (CONVENTIONS.md §14)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 from engine.lint.context import LintContext, span
 from engine.lint.model import register_check
-from engine.lint.thresholds import MISMATCH_LOG_RATIO
+from engine.lint.thresholds import ENTROPY_COLLAPSE_NATS, MISMATCH_LOG_RATIO
 
 
 @register_check(
@@ -42,4 +42,35 @@ def train_inference_mismatch(ctx: LintContext):
         f"{row}, position {col}: π_trainer/π_rollout = {math.exp(float(delta[row, col])):.3g}); no rollout "
         "correction (rollout_is, rollout_rs) weighs or drops them",
         token_mask=bad,
+    )
+
+
+@register_check(
+    "entropy_collapse",
+    severity="warning",
+    description="the policy's entropy on the trained tokens is near zero (the run records it)",
+    reference="CONVENTIONS.md §14 (token entropy); Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs",
+    explanation="""The run records the policy's entropy at each token (verl's entropys). When the trained tokens'
+    mean entropy is below ENTROPY_COLLAPSE_NATS nats the policy is nearly deterministic where it is trained: the
+    sampled rollouts of a prompt barely differ, group baselines see ties, and the few high-entropy ('forking')
+    tokens carry what learning is left. Analytics' 'Credit by token entropy' shows which entropy range the gradient
+    lands on. Common remedies: clip-higher (ε_high 0.28), an entropy bonus, Clip-Cov / KL-Cov, a higher sampling
+    temperature.""",
+)
+def entropy_collapse(ctx: LintContext):
+    if ctx.batch.entropy is None:
+        return None
+    trained = ctx.loss & ctx.act
+    if not trained.any():
+        return None
+    h = ctx.batch.entropy[trained]
+    mean = float(h.mean())
+    if mean >= ENTROPY_COLLAPSE_NATS:
+        return None
+    return ctx.finding(
+        "entropy_collapse",
+        f"the trained tokens' mean entropy is {mean:.3g} nats (median {float(h.median()):.3g}; "
+        f"{float((h < ENTROPY_COLLAPSE_NATS).double().mean()):.0%} of them below {ENTROPY_COLLAPSE_NATS:g}): the "
+        "policy is nearly deterministic where it is trained",
+        row_mask=trained.any(-1),
     )

@@ -32,8 +32,9 @@ def lint_cases_runs() -> dict[str, object]:
     """The cases a native run can hold, as Runs by file stem (ids and groups prefixed by the case name):
     ``lint_cases`` (outcome rewards as token scores), ``kgr1/kgr1_bookkeeping`` (structured rewards; kept
     apart because a run with structured rewards places those instead of its token scores) and
-    ``mismatch/train_inference_mismatch`` (the trainer's and the rollout engine's log-probs; kept apart because the
-    other cases have none, and a run where only some rows have log-probs reports each one that lacks them)."""
+    ``policy/policy_cases`` (the trainer's and the rollout engine's log-probs and the policy's entropy; kept
+    apart because the other cases have none, and a run where only some rows have them reports each one that
+    lacks them)."""
     from engine.io.data.run import Run
 
     scored, structured, logprobs = [], [], []
@@ -41,14 +42,14 @@ def lint_cases_runs() -> dict[str, object]:
         if case.run is not None:
             if case.batch.global_rewards is not None:
                 structured.extend(_prefixed(case))
-            elif case.batch.rollout_log_probs is not None:
+            elif case.batch.rollout_log_probs is not None or case.batch.entropy is not None:
                 logprobs.extend(_prefixed(case))
             else:
                 scored.extend(_prefixed(case))
     return {
         "lint_cases": Run(scored, name="lint_cases", tokenizer="qwen2.5"),
         "kgr1/kgr1_bookkeeping": Run(structured, name="kgr1_bookkeeping", tokenizer="qwen2.5"),
-        "mismatch/train_inference_mismatch": Run(logprobs, name="train_inference_mismatch", tokenizer="qwen2.5"),
+        "policy/policy_cases": Run(logprobs, name="policy_cases", tokenizer="qwen2.5"),
     }
 
 
@@ -69,7 +70,7 @@ def cases_readme() -> str:
         where = (
             " *batch only*" if c.run is None
             else " (`kgr1/`)" if c.batch.global_rewards is not None
-            else " (`mismatch/`)" if c.batch.rollout_log_probs is not None
+            else " (`policy/`)" if c.batch.rollout_log_probs is not None or c.batch.entropy is not None
             else ""
         )  # fmt: skip
         repaired = " + repaired data" if c.clean == c.scheme else ""

@@ -27,3 +27,6 @@ LOGGED_ADVANTAGE_TOL = 1e-4
 # |log π_trainer − log π_rollout| above this on a trained token is a train/inference mismatch: the two engines give
 # the sampled token probabilities more than 2× apart (verl's default TIS threshold is a ratio of 2).
 MISMATCH_LOG_RATIO = 0.6931471805599453  # log 2
+# Mean policy entropy (nats) of the trained tokens below this: the policy is nearly deterministic where it is
+# trained (entropy collapse; a uniform choice between two tokens is 0.69 nats).
+ENTROPY_COLLAPSE_NATS = 0.1

@@ -44,7 +44,12 @@ from engine.io.reading.limits import HALF_DTYPES, check_npz, check_values, check
 from engine.io.reading.problems import RecordError
 
 NAME = "verl_tensors"
-PER_TOKEN = {"old_log_probs": "log_probs", "ref_log_prob": "ref_log_probs", "values": "values"}
+PER_TOKEN = {
+    "old_log_probs": "log_probs",
+    "ref_log_prob": "ref_log_probs",
+    "values": "values",
+    "entropys": "entropy",  # the actor's compute_log_prob(calculate_entropy=True); verl's trainer pops it before union
+}
 TOKEN_REWARDS = ("token_level_scores", "rm_scores", "token_level_rewards")  # first present is the reward
 EXPORT_HINT = (
     "CreditLens never unpickles files (loading a pickle runs code). In the trainer, write the batch with "

@@ -31,6 +31,7 @@ BATCH_FIELDS = {
     "ref_log_probs": "ref_log_probs",
     "values": "values",
     "rollout_log_probs": "rollout_log_probs",
+    "entropy": "entropy",
 }
 SHARE_RELEASE_ROWS = 2048  # with share_memory, freed loader memory is handed back every this many rows
 

@@ -33,7 +33,7 @@ ROLE_ALIASES: dict[str, str] = {
     "developer": "system",
     "template": "system",
 }
-PER_TOKEN_FIELDS: tuple[str, ...] = ("log_probs", "ref_log_probs", "values", "scores", "rollout_log_probs")
+PER_TOKEN_FIELDS: tuple[str, ...] = ("log_probs", "ref_log_probs", "values", "scores", "rollout_log_probs", "entropy")
 
 TOKEN_DTYPE = np.int32
 FLOAT_DTYPE = np.float32
@@ -59,9 +59,10 @@ class Segment:
     """A run of response tokens with one role.
 
     Fields: ``role``; ``text`` (the readable text, template glue included); ``token_ids`` [n] int32;
-    ``log_probs``, ``ref_log_probs``, ``values``, ``scores``, ``rollout_log_probs``: [n] float32 or ``None``
-    (``rollout_log_probs``: the rollout engine's log-probs of the sampled tokens, kept beside the trainer's
-    ``log_probs`` when a dump has both; the train/inference mismatch is their difference).
+    ``log_probs``, ``ref_log_probs``, ``values``, ``scores``, ``rollout_log_probs``, ``entropy``: [n] float32 or
+    ``None`` (``rollout_log_probs``: the rollout engine's log-probs of the sampled tokens, kept beside the trainer's
+    ``log_probs`` when a dump has both; the train/inference mismatch is their difference; ``entropy``: the policy's
+    entropy at the token, in nats, verl's ``entropys``).
     ``text`` or ``token_ids`` may be ``None`` only while a loader is still filling them in.
     """
 
@@ -73,6 +74,7 @@ class Segment:
     values: np.ndarray | None = None
     scores: np.ndarray | None = None
     rollout_log_probs: np.ndarray | None = None
+    entropy: np.ndarray | None = None
 
     @property
     def num_tokens(self) -> int:
