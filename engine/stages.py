@@ -328,6 +328,7 @@ def weigh_policy(
         and cfg.adv_tau == 1.0
         and cfg.kl_loss_coef == 0.0
         and cfg.off_policy_mask_threshold is None
+        and cfg.policy_loss not in cfg.seq_mean_losses  # OpenRLHF's GSPO: not the mode's weights
     )
     if trivial:  # ratio 1 on every token: no clip fires, grad = w · A (the effective weights themselves)
         one = _constant(loss_mask, 1.0)
