@@ -392,3 +392,53 @@ def test_the_gradient_is_the_derivative_of_the_loss_value(case: dict) -> None:
     pg = policy_gradient(lp.detach(), old, adv, mask, cfg)
     grad = torch.where(mask.bool(), pg.grad * agg_weights(mask, p["loss_agg_mode"]), 0.0)
     assert_golden(grad, lp.grad, what="closed form vs autograd")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(profile="openrlhf", group_sizes="any", policy_loss="gspo"),
+        dict(
+            profile="openrlhf",
+            group_sizes="any",
+            rollout_is="token",
+            rollout_is_threshold="inf",
+            rollout_rs=("seq_mean_tv",),
+            rollout_rs_threshold=("0.02",),
+        ),  # fmt: skip
+        dict(profile="trl", policy_loss="cispo", clip_ratio_high=0.5),
+        dict(
+            profile="trl",
+            policy_loss="vespo",
+            rollout_is="sequence",
+            rollout_is_mode="mask",
+            rollout_is_threshold="0.5_3",
+            off_policy_mask_threshold=0.01,
+        ),  # fmt: skip
+        dict(
+            profile="skyrl",
+            policy_loss="sapo",
+            loss_agg_mode="token-mean",
+            rollout_rs=("seq_all_k1",),
+            rollout_rs_threshold=("0.5_2",),
+        ),  # fmt: skip
+        dict(profile="prime-rl", policy_loss="dppo_tv", policy_ratio_base="rollout", adv_tau=0.5, kl_tau=0.1),
+    ],
+    ids=lambda f: f"{f['profile']}:{f.get('policy_loss', 'vanilla')}",
+)
+def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None:
+    """compute_credit's grad_weight on the bundled policy sample (both engines' log-probs) is −_engine_grad's, with
+    π_θ = the trainer's log-probs: the stage wires the conventions as the golden cases do."""
+    from pathlib import Path
+
+    from engine import compute_credit
+    from engine.io.load import load_run
+    from engine.stages import masks_for
+
+    batch = load_run(Path(__file__).resolve().parents[1] / "sample_runs" / "lint_cases" / "policy").run.to_batch()
+    cfg = CreditConfig(**fields)
+    res = compute_credit(batch, cfg, device="cpu")
+    lp, rollout = batch.old_log_probs, batch.rollout_log_probs
+    _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state)
+    assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
+    assert bool(grad.ne(0).any())
