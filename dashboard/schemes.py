@@ -78,6 +78,8 @@ def _fmt(v) -> str:
 
 def _parse(field: str, text: str):
     default = getattr(_DEFAULT, field)
+    if text == "-":  # None (value_source, rollout_is, clip_ratio_c: no dual clip)
+        return None
     if default is None:  # value_source, rollout_is: "-" is None
         return None if text in ("-", "") else text
     if isinstance(default, bool):
@@ -186,7 +188,7 @@ def _piece(field: str, v) -> str:
         "policy_loss": lambda: f"{v} policy loss",
         "clip_ratio_low": lambda: f"ε_low = {v:g}",
         "clip_ratio_high": lambda: f"ε_high = {v:g}",
-        "clip_ratio_c": lambda: f"dual clip c = {v:g}",
+        "clip_ratio_c": lambda: "no dual clip" if v is None else f"dual clip c = {v:g}",
         "policy_ratio_base": lambda: "bypass (ratio against the rollout)" if v == "rollout" else "decoupled ratio",
         "rollout_is": lambda: f"rollout IS {v}" if v else "no rollout IS",
         "rollout_is_threshold": lambda: f"IS threshold {v}",
@@ -239,6 +241,10 @@ CONVENTION_WORDS = {
     "maxrl_form": {"skyrl": "÷ (μ + ε)", "prime_rl": "÷ μ, 0 when μ ≤ 0"},
     "zero_advantage_tokens": {"kept": "kept", "dropped": "dropped from the loss"},
     "gdpo_whiten": {"token": "over tokens", "row": "over rows"},
+    "gspo_gradient": {"own_token": "each token's own", "row": "spread over the row"},
+    "cispo_clip": {"one_plus": "clip(ρ, 1 − ε_low, 1 + ε_high)", "epsilon_high": "min(ρ, ε_high)"},
+    "seq_mean_losses": {(): "none", ("sapo",): "SAPO", ("gspo",): "GSPO", ("gspo", "sapo"): "GSPO, SAPO"},
+    "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},
 }

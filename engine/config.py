@@ -367,7 +367,6 @@ class CreditConfig:
         3.0, "Dual clip c (verl clip_ratio_c, > 1): a negative advantage's ratio above c gives no gradient. None = "
         "no dual clip (OpenRLHF's default dual_clip, SkyRL's 'regular' loss, TRL without delta; TRL's two-sided "
         "delta is this cap).",
-        within=(1.0 + 1e-9, math.inf),
     )  # fmt: skip
     adv_tau: float = option(
         1.0, "prime-rl adv_tau: the advantage is scaled by it inside the policy loss.", within=NON_NEGATIVE
@@ -548,6 +547,10 @@ class CreditConfig:
         if len(self.vespo_params) != 4:
             raise ValueError(
                 f"CreditConfig.vespo_params: expected (k_pos, λ_pos, k_neg, λ_neg), got {self.vespo_params}"
+            )
+        if self.clip_ratio_c is not None and not self.clip_ratio_c > 1.0:
+            raise ValueError(
+                f"CreditConfig.clip_ratio_c: the dual clip must be > 1 (verl asserts it), got {self.clip_ratio_c}"
             )
         clip = self.reward_clip
         if clip is not None and not (len(clip) == 2 and clip[0] < clip[1]):

@@ -108,8 +108,9 @@ def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None
     text = schemes.differences(CreditConfig(estimator="grpo"), schemes.decode("grpo,p:trl,gs:batch"))
     assert text == (
         "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; GDPO whitening over tokens → over rows; "
-        "seq-mean over rows those with a loss token → all; global keys left out '_' keys → none); GRPO std over: "
-        "group → batch; also cispo_clip, gspo_gradient"  # dashboard.schemes.CONVENTION_WORDS lacks these two yet
+        "GSPO gradient each token's own → spread over the row; CISPO clip clip(ρ, 1 − ε_low, 1 + ε_high) → "
+        "min(ρ, ε_high); seq-mean over rows those with a loss token → all; global keys left out '_' keys → none); "
+        "GRPO std over: group → batch"
     )
 
 
