@@ -185,6 +185,12 @@ def test_train_inference_mismatch_view(server: Server, context) -> None:
         assert_on_screen(page, text, "mismatch view")
     for text in ("Policy loss", "PPO ratio against", "Rollout IS", "IS threshold"):
         page.get_by_test_id("stSidebar").get_by_text(text, exact=True).first.wait_for(timeout=60_000)
+    # the run records the policy's entropy: Run analytics shows where the gradient lands by entropy
+    page.goto(f"{server.url}/?page=analytics&run=lint_cases%2Fpolicy", wait_until="commit")
+    wait_idle(page)
+    no_exception(page, "entropy analytics")
+    assert_on_screen(page, "Credit by token entropy", "entropy analytics")
+    assert_on_screen(page, "The most uncertain fifth gets", "entropy analytics")
     page.close()
 
 
