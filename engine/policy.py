@@ -362,3 +362,18 @@ def credit_by_entropy(
             }
         )
     return out
+
+
+def unit_at_ratio_one(cfg) -> bool:
+    """Whether ``cfg``'s policy loss, at ratio 1 (π_θ = π_old: the decoupled first mini-batch) and without IS
+    weights, gives every token exactly −A times its aggregation weight, so that the gradient weight is the effective
+    weight w · A itself. Declared here, beside the losses: a loss or option that changes the gradient at ratio 1
+    must say so here (``tests/test_golden_policy_loss.py`` compares this shortcut with the full computation)."""
+    unit_cispo = cfg.cispo_clip == "one_plus" or cfg.clip_ratio_high >= 1.0  # min(1, ε_high) = 1
+    return (
+        (cfg.policy_loss in ("vanilla", "gspo", "gpg") or (cfg.policy_loss == "cispo" and unit_cispo))
+        and cfg.adv_tau == 1.0
+        and cfg.kl_loss_coef == 0.0
+        and cfg.off_policy_mask_threshold is None
+        and cfg.policy_loss not in cfg.seq_mean_losses  # OpenRLHF's GSPO: not the mode's weights
+    )

@@ -23,7 +23,7 @@ from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.groups import GroupStats, group_stats
 from engine.kl import apply_kl_penalty, check_kl_penalty, kl_penalty
-from engine.policy import PolicyGradient, policy_gradient, rollout_correction
+from engine.policy import PolicyGradient, policy_gradient, rollout_correction, unit_at_ratio_one
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
 from engine.scan import by_row_blocks
@@ -304,10 +304,13 @@ def weigh_policy(
     agg: torch.Tensor,
     effective: torch.Tensor,
     correction,
+    shortcut: bool = True,
 ) -> PolicyWeights:
     """Stage 4's policy loss (``engine.policy``): π_θ is the trainer's log-probs (the first mini-batch of the
     update), π_old the trainer's own (decoupled) or the rollout engine's (``policy_ratio_base="rollout"``, verl's
-    bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1."""
+    bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1. ``shortcut``: where
+    ``engine.policy.unit_at_ratio_one`` says the loss leaves w · A as it is, hand back the effective weights
+    themselves (no [B, T] work; a test checks it against the full computation)."""
     trainer, rollout = batch.old_log_probs, batch.rollout_log_probs
     bypass = cfg.policy_ratio_base == "rollout"
     if bypass and (trainer is None or rollout is None):
@@ -320,17 +323,7 @@ def weigh_policy(
     if correction is not None and correction.keep is not None:
         rejected = batch.action_mask.bool() & ~correction.keep
     zeros = _constant(loss_mask, 0.0)
-    unit_cispo = cfg.cispo_clip == "one_plus" or cfg.clip_ratio_high >= 1.0  # min(1, ε_high) = 1
-    trivial = (
-        (cfg.policy_loss in ("vanilla", "gspo", "gpg") or (cfg.policy_loss == "cispo" and unit_cispo))
-        and not bypass
-        and is_w is None
-        and cfg.adv_tau == 1.0
-        and cfg.kl_loss_coef == 0.0
-        and cfg.off_policy_mask_threshold is None
-        and cfg.policy_loss not in cfg.seq_mean_losses  # OpenRLHF's GSPO: not the mode's weights
-    )
-    if trivial:  # ratio 1 on every token: no clip fires, grad = w · A (the effective weights themselves)
+    if shortcut and not bypass and is_w is None and unit_at_ratio_one(cfg):  # grad = w · A: the effective weights
         one = _constant(loss_mask, 1.0)
         no = _constant(loss_mask, False, torch.bool)
         return PolicyWeights(mismatch if mismatch is not None else zeros, one, no, one, rejected, effective)

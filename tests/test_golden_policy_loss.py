@@ -442,3 +442,36 @@ def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None
     _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state)
     assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
     assert bool(grad.ne(0).any())
+
+
+@pytest.mark.parametrize("profile", ["verl", "openrlhf", "trl", "skyrl", "prime-rl"])
+def test_the_ratio_one_shortcut_is_the_full_computation(profile: str) -> None:
+    """Where ``engine.policy.unit_at_ratio_one`` lets stage 4 hand back w · A itself, the full policy-gradient
+    computation gives the same numbers, for every loss and the options that move the gradient at ratio 1."""
+    from benchmarks.batches import synthetic_batch
+    from engine import compute_credit
+    from engine.policy import POLICY_LOSSES, unit_at_ratio_one
+    from engine.stages import weigh_policy
+
+    batch = synthetic_batch(16, 24, group_size=4, seed=3)
+    variants = [
+        {},
+        {"adv_tau": 2.0},
+        {"clip_ratio_high": 1.5},
+        {"kl_loss_coef": 0.1},
+        {"loss_agg_mode": "seq-mean-token-mean"},
+    ]
+    checked = 0
+    for loss in POLICY_LOSSES:
+        for extra in variants:
+            cfg = CreditConfig(profile=profile, estimator="grpo", policy_loss=loss, **extra)
+            res = compute_credit(batch, cfg, device="cpu")
+            full = weigh_policy(
+                batch, cfg, res.advantages, res.loss_mask, res.agg_weights, res.effective_weights, None, shortcut=False
+            )
+            if unit_at_ratio_one(cfg):
+                torch.testing.assert_close(full.grad_weight, res.effective_weights, atol=1e-7, rtol=1e-6)
+                checked += 1
+            else:
+                torch.testing.assert_close(full.grad_weight, res.grad_weight)
+    assert checked >= 8  # the shortcut is taken for several losses and options
