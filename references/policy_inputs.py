@@ -1,7 +1,8 @@
 """The inputs every policy-loss harness shares (references/NAME/generate_policy_loss.py): the fixture masks and
 advantages of tests/golden/verl_grpo_outcome.json and seeded log-probs, so the trl, skyrl and prime-rl policy-loss
 files hold the same numbers under the same input names. Needs torch (every harness environment has it) and
-golden_io; CreditLens never imports it.
+golden_io; CreditLens never imports it. A second recipe (``drift_fixtures``, ``drift_inputs``, at the end) makes the
+inputs of the verl and OpenRLHF policy-loss files.
 
 Log-probs (float32, [B, T], drawn with torch.Generator().manual_seed(seed), in this order):
     old     = -1 + 0.3 * randn                    (the behaviour policy the trainer recomputed: "old")
@@ -109,3 +110,64 @@ def variant(name: str) -> dict:
         f"clamped to <= {MAX_LOGP}" + ("; then log_prob = old (on policy)" if on_policy else ""),
     }
     return out
+
+
+# ------------------------------------------------------------------------------------------------ the drift recipe
+# The verl and OpenRLHF policy-loss files (references/verl/generate.py, references/openrlhf/generate_policy_loss.py)
+# share this second recipe: per fixture one seed, and the log-probs scaled by a named drift.
+SEEDS = {"multiturn_holes": 0, "random_dense_seed0": 1}
+# log_prob - old and rollout - old scales per drift kind ("ratio1": log_prob = old_log_prob exactly).
+DRIFTS = {"ratio1": (0.0, 0.2), "drift": (0.3, 0.2), "large": (1.5, 0.8)}
+# Where old_log_prob is centred: lower for the large drift, so that ratios above clip_ratio_c = 3 stay possible
+# under the cap (log_prob <= -0.01).
+CENTRES = {"ratio1": -1.0, "drift": -1.0, "large": -3.0}
+LOGPROB_CAP = -0.01
+
+
+def cases_by_name(file_name: str) -> dict:
+    return {c["name"]: c for c in json.loads((golden_io.OUT_DIR / file_name).read_text())["cases"]}
+
+
+def drift_fixtures() -> dict:
+    outcome = cases_by_name("verl_grpo_outcome.json")
+    fixtures = {}
+    for name, case_name in FIXTURES.items():
+        case = outcome[case_name]
+        fixtures[name] = {
+            "source": f"verl_grpo_outcome.json case {case_name!r}",
+            "mask": torch.tensor(golden_io.decode(case["inputs"]["response_mask"]), dtype=torch.float32),
+            "grpo": torch.tensor(golden_io.decode(case["outputs"]["advantages"]), dtype=torch.float32),
+        }
+    return fixtures
+
+
+def drift_inputs(fixture_name: str, fixture: dict, drift: str, advantages: str) -> tuple[dict, str]:
+    """old, log_prob, rollout [B, T] float32 (seeded), advantages, mask; and how they were made."""
+    mask = fixture["mask"]
+    seed = SEEDS[fixture_name]
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(mask.shape, generator=g, dtype=torch.float32)
+    d_lp = torch.randn(mask.shape, generator=g, dtype=torch.float32)
+    d_ro = torch.randn(mask.shape, generator=g, dtype=torch.float32)
+    noise_adv = torch.randn(mask.shape, generator=g, dtype=torch.float32)
+    s_lp, s_ro = DRIFTS[drift]
+    old = (CENTRES[drift] + 0.3 * base).clamp(max=LOGPROB_CAP)
+    log_prob = old.clone() if drift == "ratio1" else (old + s_lp * d_lp).clamp(max=LOGPROB_CAP)
+    rollout = (old + s_ro * d_ro).clamp(max=LOGPROB_CAP)
+    how = (
+        f"g = torch.Generator().manual_seed({seed}); base, d_lp, d_ro, noise = four torch.randn(B, T, generator=g) "
+        f"draws in that order; old = min({CENTRES[drift]} + 0.3 * base, {LOGPROB_CAP}); "
+        + (
+            "log_prob = old (exactly: ratio 1, the first minibatch)"
+            if drift == "ratio1"
+            else f"log_prob = min(old + {s_lp} * d_lp, {LOGPROB_CAP})"
+        )
+        + f"; rollout = min(old + {s_ro} * d_ro, {LOGPROB_CAP}); masked positions keep their values"
+    )
+    if advantages == "grpo":
+        adv = fixture["grpo"].clone()
+        how += f"; advantages = the GRPO advantages of {fixture['source']} (one value per row, 0 on masked tokens)"
+    else:
+        adv = noise_adv * mask
+        how += "; advantages = noise * response_mask (token-level, seeded normal)"
+    return {"old": old, "log_prob": log_prob, "rollout": rollout, "advantages": adv, "mask": mask}, how

@@ -46,6 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import golden_io  # noqa: E402  (references/golden_io.py: stdlib only)
+import policy_inputs  # noqa: E402  (references/policy_inputs.py: the shared inputs)
 
 OUT_FILE = "openrlhf_policy_loss.json"
 OPENRLHF_VERSION = "0.11.2"
@@ -92,64 +93,8 @@ FORMAT = (
     "reads them unmasked). Suggested tolerance: atol=1e-5, rtol=1e-5."
 )
 
-# Same fixtures, seeds and recipe as references/verl/generate.py.
-FIXTURES = {
-    "multiturn_holes": "multiturn_holes_groups_3_2_1/norm_by_std=True",
-    "random_dense_seed0": "random_dense_seed0/norm_by_std=True",
-}
-SEEDS = {"multiturn_holes": 0, "random_dense_seed0": 1}
-DRIFTS = {"ratio1": (0.0, 0.2), "drift": (0.3, 0.2), "large": (1.5, 0.8)}
-CENTRES = {"ratio1": -1.0, "drift": -1.0, "large": -3.0}
-LOGPROB_CAP = -0.01
-
-
-def _cases_by_name(file_name: str) -> dict:
-    return {c["name"]: c for c in json.loads((golden_io.OUT_DIR / file_name).read_text())["cases"]}
-
-
-def _fixtures() -> dict:
-    outcome = _cases_by_name("verl_grpo_outcome.json")
-    fixtures = {}
-    for name, case_name in FIXTURES.items():
-        case = outcome[case_name]
-        fixtures[name] = {
-            "source": f"verl_grpo_outcome.json case {case_name!r}",
-            "mask": torch.tensor(golden_io.decode(case["inputs"]["response_mask"]), dtype=torch.float32),
-            "grpo": torch.tensor(golden_io.decode(case["outputs"]["advantages"]), dtype=torch.float32),
-        }
-    return fixtures
-
-
-def _inputs(fixture_name: str, fixture: dict, drift: str, advantages: str) -> tuple[dict, str]:
-    """old, log_prob, rollout [B, T] float32 (seeded), advantages, mask; and how they were made."""
-    mask = fixture["mask"]
-    seed = SEEDS[fixture_name]
-    g = torch.Generator().manual_seed(seed)
-    base = torch.randn(mask.shape, generator=g, dtype=torch.float32)
-    d_lp = torch.randn(mask.shape, generator=g, dtype=torch.float32)
-    d_ro = torch.randn(mask.shape, generator=g, dtype=torch.float32)
-    noise_adv = torch.randn(mask.shape, generator=g, dtype=torch.float32)
-    s_lp, s_ro = DRIFTS[drift]
-    old = (CENTRES[drift] + 0.3 * base).clamp(max=LOGPROB_CAP)
-    log_prob = old.clone() if drift == "ratio1" else (old + s_lp * d_lp).clamp(max=LOGPROB_CAP)
-    rollout = (old + s_ro * d_ro).clamp(max=LOGPROB_CAP)
-    how = (
-        f"g = torch.Generator().manual_seed({seed}); base, d_lp, d_ro, noise = four torch.randn(B, T, generator=g) "
-        f"draws in that order; old = min({CENTRES[drift]} + 0.3 * base, {LOGPROB_CAP}); "
-        + (
-            "log_prob = old (exactly: ratio 1, the first minibatch)"
-            if drift == "ratio1"
-            else f"log_prob = min(old + {s_lp} * d_lp, {LOGPROB_CAP})"
-        )
-        + f"; rollout = min(old + {s_ro} * d_ro, {LOGPROB_CAP}); masked positions keep their values"
-    )
-    if advantages == "grpo":
-        adv = fixture["grpo"].clone()
-        how += f"; advantages = the GRPO advantages of {fixture['source']} (one value per row, 0 on masked tokens)"
-    else:
-        adv = noise_adv * mask
-        how += "; advantages = noise * response_mask (token-level, seeded normal)"
-    return {"old": old, "log_prob": log_prob, "rollout": rollout, "advantages": adv, "mask": mask}, how
+# Inputs: references/policy_inputs.py's drift recipe (drift_fixtures, drift_inputs), shared with
+# references/verl/generate.py.
 
 
 DEFAULTS = {
@@ -337,11 +282,11 @@ def _verl_inputs() -> dict:
 
 
 def _build_cases() -> list[dict]:
-    fixtures = _fixtures()
+    fixtures = policy_inputs.drift_fixtures()
     verl_inputs = _verl_inputs()
     cases, checked = [], 0
     for spec in CASES:
-        x, how = _inputs(spec["fixture"], fixtures[spec["fixture"]], spec["drift"], spec["adv"])
+        x, how = policy_inputs.drift_inputs(spec["fixture"], fixtures[spec["fixture"]], spec["drift"], spec["adv"])
         params = dict(spec["params"])
         outputs = _run(params, x)
         inputs = {
