@@ -4,7 +4,7 @@ loss = Σ_{i,t} w_{i,t} · L_{i,t} with n_i = Σ_t m_{i,t}, N = Σ n_i, G = #{i:
   token-mean: w = m/N · dp;  token-sum: w = m · dp;  seq-mean-token-sum: w = m/G · dp;
   seq-mean-token-mean: w = m/((n_i + 1e-8)·G) · dp;  seq-mean-token-sum-norm: w = m/(G·S) · dp (verl ≥ PR #5366;
   older verl: m/S, without the dp factor), S = loss_scale_factor (default T).
-G counts every row instead with ``seq_mean_rows="all"`` (TRL: a fully masked row still counts in the mean).
+G counts every row instead with ``seq_mean_rows="all"`` (verl's trainer, TRL, SkyRL: a fully masked row still counts).
 The effective gradient weight of a token is w · A: how hard (and which way) it moves the policy.
 """
 
@@ -29,7 +29,8 @@ def agg_weights(
     """w [B, T] such that agg_loss(L) = Σ w·L (masked entries of L neutralised). ``sum_norm_divides_by_seqs`` off
     = older verl (sum-norm = Σ_i S_i / S without /G or dp factor, no dp_size checks); ``token_sum_supported`` off
     = older verl, which had no token-sum mode (ValueError, as verl raised). ``seq_mean_rows="all"``: the seq-mean
-    modes divide by the number of rows B, not by the rows with a loss token (TRL's loss_type grpo and dr_grpo)."""
+    modes divide by the number of rows B, not by the rows with a loss token (verl's ppo_loss, TRL's loss_type grpo
+    and dr_grpo)."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {list(LOSS_AGG_MODES)}")
     if mode == "token-sum" and not token_sum_supported:

@@ -323,9 +323,11 @@ class CreditConfig:
         "the global counts; older verl: Σ_i S_i / loss_scale_factor, no dp factor, no checks."
     )
     seq_mean_rows: str | None = convention(
-        "Which rows the seq-mean loss modes average over: nonempty (verl: rows with a token in the loss mask) or "
-        "all (TRL: every row of the batch, so a fully masked row, e.g. a truncated completion TRL masks, still "
-        "counts in the mean).",
+        "Which rows the seq-mean loss modes average over: nonempty (rows with a token in the loss mask: verl's "
+        "agg_loss called without global_batch_size, as legacy verl's actor and rLLM's verl 0.7.1 call it) or all "
+        "(every row of the trainer's batch, so a fully masked row still counts in the mean: verl's trainer passes "
+        "global_batch_size = the mini-batch's rows, TRL and SkyRL average over every row). Rows dropped from the "
+        "batch (rLLM's rejection sampling, truncation filter) are not counted.",
         choices=("nonempty", "all"),
         label="seq-mean over rows",
     )
@@ -508,7 +510,11 @@ class CreditConfig:
         "the loss; statistics are always reported.",
         label="rejection sampling",
     )
-    mask_truncated_samples: bool = option(False, "rLLM: drop truncated trajectories from the loss.")
+    mask_truncated_samples: bool = option(
+        False,
+        "rLLM: drop truncated trajectories from the batch (they leave the seq-mean row count too; TRL's "
+        "mask_truncated_completions instead masks their tokens and keeps the rows).",
+    )
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:

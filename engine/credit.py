@@ -284,7 +284,8 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
     other field is the same tensor. Raises the ``ValueError`` the config or ``agg_weights`` raises for a mode the
     profile lacks (Run analytics varies the mode: one computation instead of one per mode)."""
     cfg = res.config.replace(loss_agg_mode=mode)
-    w = token_weights(res.loss_mask, cfg)
+    kept = res.kept
+    w = token_weights(res.loss_mask, cfg, None if bool(kept.all()) else kept.sum().clamp(min=1))
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
     grad = res.grad_weight
     if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)

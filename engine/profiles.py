@@ -67,7 +67,8 @@ VERL = Profile(
         rfpp_baseline_scope="token",
         kl_plus_variants=True,
         sum_norm_divides_by_seqs=True,
-        seq_mean_rows="nonempty",
+        # ppo_loss sets global_batch_size = ppo_mini_batch_size × rollout.n (every row; ray_trainer._update_actor)
+        seq_mean_rows="all",
         token_sum_supported=True,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
@@ -89,9 +90,11 @@ _OLD_VERL = dict(
     sum_norm_divides_by_seqs=False,
     token_sum_supported=False,
     otb_handle_zero_tail=False,
+    seq_mean_rows="all",  # KG-R1's agg_loss: torch.mean over the rows (Search-R1 has token-mean only)
 )
 # rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
-_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean")
+# rLLM pins verl 0.7.1, whose default (legacy) actor calls agg_loss without global_batch_size: non-empty rows.
+_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean", seq_mean_rows="nonempty")
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -109,6 +112,7 @@ PROFILES: dict[str, Profile] = {
             sum_norm_divides_by_seqs=False,
             token_sum_supported=False,
             otb_handle_zero_tail=False,
+            seq_mean_rows="nonempty",  # the legacy dp_actor calls agg_loss without global_batch_size
         ),
         VERL.derive(
             "search-r1",
@@ -212,6 +216,7 @@ PROFILES: dict[str, Profile] = {
             gspo_gradient="row",
             rejected_tokens_counted=True,
             seq_mean_losses=("gspo",),
+            seq_mean_rows="nonempty",
         ),
         # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
         VERL.derive(
@@ -223,6 +228,7 @@ PROFILES: dict[str, Profile] = {
             grpo_singleton="zero",
             maxrl_form="prime_rl",
             zero_advantage_tokens="dropped",
+            seq_mean_rows="nonempty",
         ),
     )
 }

@@ -228,12 +228,16 @@ class PolicyWeights:
     grad_weight: torch.Tensor
 
 
-def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig) -> torch.Tensor:
+def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig, rows: torch.Tensor | None = None) -> torch.Tensor:
     """Each token's weight in the loss ``cfg.loss_agg_mode`` aggregates, on ``loss_mask``, with the profile's
-    sum-norm convention (``engine.aggregation.agg_weights``). [B, T]."""
+    sum-norm and seq-mean conventions (``engine.aggregation.agg_weights``). [B, T]. ``rows``: how many rows the
+    trainer's batch holds when some were dropped from it (rLLM's rejection sampling and truncation filter remove
+    rows; a row the loss mask empties stays): under ``seq_mean_rows="all"`` the seq-mean modes divide by it
+    instead of by every row of ``loss_mask``."""
     return agg_weights(
         loss_mask,
         cfg.loss_agg_mode,
+        global_batch_size=rows if cfg.seq_mean_rows == "all" else None,
         loss_scale_factor=cfg.loss_scale_factor,
         sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
         seq_mean_rows=cfg.seq_mean_rows,
@@ -259,7 +263,9 @@ def weigh_loss(
         kept = verdicts == SOLVE_PARTIAL
     if cfg.mask_truncated_samples:
         kept = kept & ~batch.truncated
-    loss_mask = masks.state if bool(kept.all()) else masks.state * kept[:, None]  # no [B, T] copy when all kept
+    all_kept = bool(kept.all())
+    loss_mask = masks.state if all_kept else masks.state * kept[:, None]  # no [B, T] copy when all kept
+    rows = None if all_kept else kept.sum().clamp(min=1)  # the rows left in the trainer's batch
     if cfg.zero_advantage_tokens == "dropped":  # prime-rl: a token with advantage exactly 0 trains nothing
         loss_mask = loss_mask * (out.advantages != 0)
     correction = None
@@ -276,19 +282,19 @@ def weigh_loss(
         # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
         # the token count stays the original mask's
         if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
-            w = token_weights(loss_mask, cfg) * correction.keep
+            w = token_weights(loss_mask, cfg, rows) * correction.keep
             loss_mask = loss_mask * correction.keep
         else:
             loss_mask = loss_mask * correction.keep
-            w = token_weights(loss_mask, cfg)
+            w = token_weights(loss_mask, cfg, rows)
     else:
-        w = token_weights(loss_mask, cfg)
+        w = token_weights(loss_mask, cfg, rows)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
     effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
-    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction)
+    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction, rows=rows)
     return LossWeights(row_scores, verdicts, kept, loss_mask, w, effective, groups, turn_sums, sample_scores, policy)
 
 
@@ -305,12 +311,13 @@ def weigh_policy(
     effective: torch.Tensor,
     correction,
     shortcut: bool = True,
+    rows: torch.Tensor | None = None,
 ) -> PolicyWeights:
     """Stage 4's policy loss (``engine.policy``): π_θ is the trainer's log-probs (the first mini-batch of the
     update), π_old the trainer's own (decoupled) or the rollout engine's (``policy_ratio_base="rollout"``, verl's
     bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1. ``shortcut``: where
     ``engine.policy.unit_at_ratio_one`` says the loss leaves w · A as it is, hand back the effective weights
-    themselves (no [B, T] work; a test checks it against the full computation)."""
+    themselves (no [B, T] work; a test checks it against the full computation). ``rows``: as ``token_weights``."""
     trainer, rollout = batch.old_log_probs, batch.rollout_log_probs
     bypass = cfg.policy_ratio_base == "rollout"
     if bypass and (trainer is None or rollout is None):
@@ -330,7 +337,7 @@ def weigh_policy(
     lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
     old = rollout if bypass else lp
     if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
-        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
+        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows)
     pg: PolicyGradient = policy_gradient(
         lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,
         ref_log_prob=batch.ref_log_probs,

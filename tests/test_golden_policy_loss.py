@@ -34,7 +34,12 @@ def _config(p: dict) -> CreditConfig:
     bypass = p["loss_mode"] == "bypass_mode"
     # bypass + reinforce is −A·log π·w: gpg with the IS weights of π_θ against the rollout (π_θ = the trainer's)
     reinforce = bypass and rc.get("loss_type") == "reinforce"
+    # The trainer's ppo_loss passes global_batch_size = every row of the mini-batch, the verl profile's
+    # seq_mean_rows="all"; a case calling the loss without global_batch_info is verl's direct-call fallback, which
+    # counts the non-empty rows.
+    direct = p["global_batch_info"] is not None and not p["global_batch_info"]
     return CreditConfig(
+        seq_mean_rows="nonempty" if direct else None,
         policy_loss="gpg" if reinforce else "vanilla" if bypass else p["loss_mode"],
         policy_ratio_base="rollout" if bypass and not reinforce else "trainer",
         clip_ratio_low=p["clip_ratio_low"],
@@ -63,9 +68,7 @@ def _stage(case: dict):
     # bypass mode: π_old is the rollout's, so the mismatch is log π_θ − log π_rollout (verl apply_bypass_mode)
     corr = rollout_correction(lp if bypass else old, rollout, mask, cfg) if p["rollout_correction"] else None
     keep = corr.keep if corr is not None and corr.keep is not None else torch.ones_like(mask, dtype=torch.bool)
-    gbi = p["global_batch_info"] or {}
-    rows = "all" if gbi.get("global_batch_size") == mask.shape[0] else "nonempty"
-    agg = agg_weights(mask if bypass else mask * keep, cfg.loss_agg_mode, seq_mean_rows=rows) * keep
+    agg = token_weights(mask if bypass else mask * keep, cfg) * keep
     after = mask * keep
     is_w = corr.weights if corr is not None and not bypass else None
     pg = policy_gradient(lp, rollout if bypass else old, adv, after, cfg, is_weights=is_w)
@@ -73,7 +76,7 @@ def _stage(case: dict):
         grad = pg.grad
     else:
         if cfg.policy_loss == "sapo":
-            agg = agg_weights(after, "seq-mean-token-mean", seq_mean_rows=rows)
+            agg = token_weights(after, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
         grad = pg.grad * agg * (is_w if is_w is not None else 1.0)
     return cfg, corr, after, torch.where(after.bool(), grad, 0.0)
 

@@ -109,12 +109,10 @@ def test_trl_loss_weights(case: dict) -> None:
         token_scores=torch.zeros(B, T),
         truncated=truncated,
     )
-    cfg = CreditConfig(
-        profile="trl",
-        estimator="grpo",
-        mask_truncated_samples=True,
-        **trl_loss_agg(p["loss_type"], p["max_completion_length"]),
-    )
+    # TRL masks a truncated completion's tokens and keeps the row in the batch (it still counts in the seq-mean
+    # modes); CreditLens's mask_truncated_samples is rLLM's, which drops the row from the batch
+    batch = batch.replace(action_mask=batch.action_mask * ~truncated[:, None])
+    cfg = CreditConfig(profile="trl", estimator="grpo", **trl_loss_agg(p["loss_type"], p["max_completion_length"]))
     w = compute_credit(batch, cfg, "cpu").agg_weights
     assert_golden(w, expected["weights"], what=f"{p['loss_type']} token weights")
     # the gradient TRL's loss sends to each token's log-prob at ratio 1 is −w · A

@@ -164,6 +164,9 @@ def test_agg_loss_compute_credit_weights(golden, case):
     def run():
         cfg = CreditConfig(
             profile=AGG[golden],
+            # agg_loss called directly, without global_batch_size, counts the non-empty rows; verl's trainer
+            # passes every row of the mini-batch (the verl profile's "all": test_golden_policy_loss.py)
+            seq_mean_rows="nonempty",
             loss_agg_mode=p["loss_agg_mode"],
             loss_scale_factor=p.get("loss_scale_factor"),
             placement="as_given",

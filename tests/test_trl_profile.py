@@ -62,22 +62,38 @@ def test_grpo_std_scope_refuses_other_values() -> None:
 @pytest.mark.parametrize(
     ("mode", "profile", "weight"),
     [
-        # row 1 fully masked (TRL's mask_truncated_completions): TRL's grpo loss averages over all 4 rows,
-        # verl's seq-mean over the 3 rows that have a loss token; each row has 3 tokens
+        # row 1 fully masked (TRL's mask_truncated_completions): TRL's grpo loss averages over all 4 rows, and so
+        # does verl's trainer (ppo_loss passes global_batch_size = every row of the mini-batch); verl's legacy actor
+        # (agg_loss without global_batch_size) and rLLM's verl 0.7.1 average over the 3 rows with a loss token;
+        # each row has 3 tokens
         ("seq-mean-token-mean", "trl", 1 / (3 * 4)),
-        ("seq-mean-token-mean", "verl", 1 / (3 * 3)),
+        ("seq-mean-token-mean", "verl", 1 / (3 * 4)),
+        ("seq-mean-token-mean", "verl-legacy", 1 / (3 * 3)),
+        ("seq-mean-token-mean", "rllm-workflow", 1 / (3 * 3)),
         ("seq-mean-token-sum-norm", "trl", 1 / (4 * 3)),  # dr_grpo: Σ / (B · max_completion_length = T)
-        ("seq-mean-token-sum-norm", "verl", 1 / (3 * 3)),
+        ("seq-mean-token-sum-norm", "verl", 1 / (4 * 3)),
+        ("seq-mean-token-sum", "verl-legacy", 1 / 3),
         ("token-mean", "trl", 1 / 9),  # bnpo, dapo: Σ / N whatever the rows
         ("token-mean", "verl", 1 / 9),
     ],
 )
-def test_seq_mean_losses_count_every_row_under_trl(mode: str, profile: str, weight: float) -> None:
+def test_seq_mean_losses_count_the_rows_each_trainer_counts(mode: str, profile: str, weight: float) -> None:
     cfg = CreditConfig(profile=profile, estimator="grpo", loss_agg_mode=mode)
     res = compute_credit(batch(mask_rows=(1, 0, 1, 1)), cfg, "cpu")
     w = res.agg_weights
     assert w[1].abs().sum().item() == 0.0
     assert w[[0, 2, 3]].flatten().tolist() == pytest.approx([weight] * 9, rel=1e-6)
+
+
+def test_rows_dropped_from_the_batch_leave_the_seq_mean_count() -> None:
+    # rLLM's rejection sampling drops row 3 (its group of one is all solved: 2 ≥ 1) from the trainer's batch; under
+    # seq_mean_rows="all" the seq-mean divides by the 3 rows left, the fully masked row 1 among them: 1 / (3 · 3)
+    cfg = CreditConfig(estimator="grpo", loss_agg_mode="seq-mean-token-mean", rejection_sample=True)
+    res = compute_credit(batch(mask_rows=(1, 0, 1, 1)), cfg, "cpu")
+    assert res.kept.tolist() == [True, True, True, False]
+    w = res.agg_weights
+    assert w[[1, 3]].abs().sum().item() == 0.0
+    assert w[[0, 2]].flatten().tolist() == pytest.approx([1 / 9] * 6, rel=1e-6)
 
 
 # ------------------------------------------------------------------------------------------------ dashboard
@@ -109,7 +125,7 @@ def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None
     assert text == (
         "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; GDPO whitening over tokens → over rows; "
         "GSPO gradient each token's own → spread over the row; CISPO clip clip(ρ, 1 − ε_low, 1 + ε_high) → "
-        "min(ρ, ε_high); seq-mean over rows those with a loss token → all; global keys left out '_' keys → none); "
+        "min(ρ, ε_high); global keys left out '_' keys → none); "
         "GRPO std over: group → batch"
     )
 
