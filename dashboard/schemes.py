@@ -1,8 +1,9 @@
 """Credit schemes as short codes (for URLs and the compare page) and the named presets.
 
 A code is the estimator, then ``key:value`` pairs for the sidebar fields that differ from ``CreditConfig()``'s
-defaults, joined by commas: ``gae``, ``grpo,p:rllm,sm:broadcast``, ``gae,kl:1,b:0.01``. Several schemes join
-with ``~``. Conventions a profile fills (std ddof, hole handling, …) are not encoded: the profile names them.
+defaults, joined by commas: ``gae``, ``grpo,p:rllm,sm:broadcast``, ``gae,kl:1,b:0.01``; a field holding several
+values joins them with ``/`` (``rrs:token_k1/seq_mean_k3,rrt:0.5_2/0.01``). Several schemes join with ``~``.
+Conventions a profile fills (std ddof, hole handling, …) are not encoded: the profile names them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SHORT: dict[str, str] = {
     "policy_ratio_base": "rb",
     "rollout_is": "ris",
     "rollout_is_threshold": "rit",
+    "rollout_rs": "rrs",
+    "rollout_rs_threshold": "rrt",
     "stepwise_mode": "sm",
     "stepwise_gamma": "sg",
     "normalize_by_steps": "nbs",
@@ -68,7 +71,12 @@ DEFAULT_COMPARE = (AUTO,)
 _DEFAULT = CreditConfig()
 
 
+TUPLE_JOIN = "/"
+
+
 def _fmt(v) -> str:
+    if isinstance(v, tuple):  # rollout_rs, rollout_rs_threshold
+        return TUPLE_JOIN.join(v)
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, float):
@@ -82,6 +90,8 @@ def _parse(field: str, text: str):
         return None
     if default is None:  # value_source, rollout_is: "-" is None
         return None if text in ("-", "") else text
+    if isinstance(default, tuple):
+        return tuple(text.split(TUPLE_JOIN)) if text else ()
     if isinstance(default, bool):
         if text not in ("0", "1"):
             raise ValueError(f"scheme code: {SHORT[field]} takes 0 or 1, got {text!r}")
@@ -192,6 +202,8 @@ def _piece(field: str, v) -> str:
         "policy_ratio_base": lambda: "bypass (ratio against the rollout)" if v == "rollout" else "decoupled ratio",
         "rollout_is": lambda: f"rollout IS {v}" if v else "no rollout IS",
         "rollout_is_threshold": lambda: f"IS threshold {v}",
+        "rollout_rs": lambda: f"rollout rejection {', '.join(v)}" if v else "no rollout rejection",
+        "rollout_rs_threshold": lambda: f"rejection threshold {', '.join(v)}" if v else "no rejection threshold",
         "stepwise_mode": lambda: f"rLLM {MODE_WORDS.get(v, v)}",
         "stepwise_gamma": lambda: f"step γ = {v:g}",
         "normalize_by_steps": lambda: "÷ steps" if v else "not ÷ steps",

@@ -9,10 +9,11 @@ from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
 from dashboard.widgets import Context
-from engine import config, runnable
+from engine import CreditConfig, config, runnable
 from engine.config import FIELD_HELP
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
+from engine.policy import RS_OPTIONS
 from engine.profiles import PROFILES
 from engine.registry import get_estimator
 
@@ -408,3 +409,49 @@ def _policy_controls(info: RunInfo) -> None:
         help=FIELD_HELP["rollout_is"],
     )
     c2.text_input("IS threshold", key=cfg_key("rollout_is_threshold"), help=FIELD_HELP["rollout_is_threshold"])
+    _rejection_controls()
+
+
+def _rejection_controls() -> None:
+    """Rollout rejection (verl ``rollout_rs``): the options, and their thresholds typed as verl's config takes
+    them (comma-separated, one for all or one per option). They reach the scheme together, once valid."""
+    ss = st.session_state
+    committed = (tuple(ss[cfg_key("rollout_rs")]), tuple(ss[cfg_key("rollout_rs_threshold")]))
+    if ss.get(K.RS_SHOWN) != committed or K.RS_OPTIONS not in ss:  # set elsewhere (a link, a sample's scheme)
+        ss[K.RS_OPTIONS] = list(committed[0])
+        ss[K.RS_THRESHOLDS] = ", ".join(committed[1])
+        ss[K.RS_SHOWN] = committed
+        ss.pop(K.RS_ERROR, None)
+    st.multiselect(
+        "Rollout rejection",
+        RS_OPTIONS,
+        key=K.RS_OPTIONS,
+        on_change=_commit_rejection,
+        placeholder="off",
+        help=FIELD_HELP["rollout_rs"],
+    )
+    if ss[K.RS_OPTIONS] or ss[K.RS_THRESHOLDS]:
+        st.text_input(
+            "Rejection thresholds",
+            key=K.RS_THRESHOLDS,
+            on_change=_commit_rejection,
+            placeholder="e.g. 0.5_2.0 (k1: ratio bounds), 0.01 (k2, k3)",
+            help=FIELD_HELP["rollout_rs_threshold"] + " Comma-separated, as verl's rollout_rs_threshold.",
+        )
+    if K.RS_ERROR in ss:
+        st.warning(f"Rollout rejection not applied: {ss[K.RS_ERROR]}", icon=":material/block:")
+
+
+def _commit_rejection() -> None:
+    """The rejection widgets' values into the scheme when they make a valid one; otherwise why not (shown)."""
+    ss = st.session_state
+    options = tuple(ss[K.RS_OPTIONS])
+    specs = tuple(s.strip() for s in ss.get(K.RS_THRESHOLDS, "").split(",") if s.strip()) if options else ()
+    try:
+        CreditConfig(rollout_rs=options, rollout_rs_threshold=specs)
+    except ValueError as e:
+        ss[K.RS_ERROR] = str(e).removeprefix("CreditConfig.")
+        return
+    ss[cfg_key("rollout_rs")], ss[cfg_key("rollout_rs_threshold")] = options, specs
+    ss[K.RS_SHOWN] = (options, specs)
+    ss.pop(K.RS_ERROR, None)

@@ -38,6 +38,12 @@ class K:
     URL_READ = "nav.url_read"
     LINK_PROBLEMS = "nav.link_problems"  # what the opening link asked for and did not get (shown until dismissed)
     SCHEME_RUN = "run.scheme_run"  # the run whose default scheme the sidebar was last set to (see sample_scheme)
+    # the sidebar's rollout rejection: its two widgets write cfg.rollout_rs / cfg.rollout_rs_threshold only when
+    # together they make a valid scheme (verl needs a threshold per option, or one for all)
+    RS_OPTIONS = "sidebar.rs.options"
+    RS_THRESHOLDS = "sidebar.rs.thresholds"
+    RS_SHOWN = "sidebar.rs.shown"  # the (options, thresholds) the two widgets were last filled from or committed
+    RS_ERROR = "sidebar.rs.error"  # why what the widgets say is not applied, or absent
     # token view
     QUANTITY = "tokens.quantity"
     OVERLAYS = "tokens.overlays"
@@ -76,7 +82,8 @@ class K:
     DIAG_PICK_PREFIX = "diagnostics.pick."  # + FindingView.ident: the affected trajectory a finding opens
 
 
-# The credit-scheme fields the sidebar sets; each is a widget keyed "cfg.<field>".
+# The credit-scheme fields the sidebar sets; each is a widget keyed "cfg.<field>", but for the rollout rejection's
+# two (K.RS_OPTIONS, K.RS_THRESHOLDS write them).
 CFG_FIELDS = ("estimator", *schemes.SHORT)
 CFG_PREFIX = "cfg."
 
@@ -300,8 +307,9 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
         except ValueError:
             fixed["rollout_is_threshold"] = config.FIELDS["rollout_is_threshold"].default
     if not getattr(info, "has_rollout_log_probs", False):  # the rollout correction needs both engines' log-probs
-        for field, default in (("rollout_is", None), ("policy_ratio_base", "trainer")):
-            if field in values and values[field] != default:
+        for field, default in (("rollout_is", None), ("policy_ratio_base", "trainer"), ("rollout_rs", ()),
+                               ("rollout_rs_threshold", ())):  # fmt: skip
+            if field in values and (tuple(values[field]) if default == () else values[field]) != default:
                 fixed[field] = default
     for fix in scheme_fixes({k: values[k] for k in ("use_kl_in_reward", "placement")}, info.run_has):
         fixed[fix.field] = fix.used  # what the run cannot give (engine.runnable)

@@ -133,8 +133,13 @@ def test_scheme_code_carries_every_sidebar_field() -> None:
         loss_agg_mode="seq-mean-token-mean",
         value_source="zeros",
         norm_adv_by_std_in_grpo=False,
+        rollout_is="token",
+        rollout_rs=("token_k1", "seq_mean_k3"),
+        rollout_rs_threshold=("0.5_2.0", "0.01"),
     )
-    back = schemes.decode(schemes.encode(cfg))
+    code = schemes.encode(cfg)
+    assert "rrs:token_k1/seq_mean_k3,rrt:0.5_2.0/0.01" in code  # several values: '/'-joined, one piece
+    back = schemes.decode(code)
     assert back == cfg
     assert schemes.decode_many(schemes.encode_many(["gae", "grpo,p:rllm"])) == ["gae", "grpo,p:rllm"]
     with pytest.raises(ValueError):

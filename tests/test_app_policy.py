@@ -47,11 +47,37 @@ def test_icepop_zeroes_the_weight_of_the_mismatched_tokens() -> None:
     assert list(table["gradient weight"][:3]) == [0.0, 0.0, 0.0]
 
 
+def test_the_sidebar_sets_rollout_rejection_once_it_has_its_thresholds() -> None:
+    at = _tokens()
+    at.sidebar.multiselect(key=K.RS_OPTIONS).select("token_k1").run()
+    no_errors(at, "rejection without a threshold")
+    # verl needs a threshold per option (or one for all): nothing applied yet, and the sidebar says why
+    assert at.session_state[cfg_key("rollout_rs")] == ()
+    assert [w.value for w in at.sidebar.warning] == [
+        "Rollout rejection not applied: rollout_rs_threshold: one threshold, or one per rollout_rs option"
+    ]
+    at.sidebar.text_input(key=K.RS_THRESHOLDS).input("0.5_2.0").run()
+    no_errors(at, "rejection token_k1 0.5_2.0")
+    assert not at.sidebar.warning
+    assert at.session_state[cfg_key("rollout_rs")] == ("token_k1",)
+    assert "rrs:token_k1,rrt:0.5_2.0" in at.query_params["scheme"]
+    table = at.dataframe[0].value
+    # the three worst tokens' ratios e^±1.1..1.2 lie outside [0.5, 2]: rejected, no gradient
+    assert list(table["rejected"][:3]) == [True, True, True]
+    assert list(table["gradient weight"][:3]) == [0.0, 0.0, 0.0]
+    # a link carries it back into both widgets
+    back = _tokens(at.query_params["scheme"])
+    assert back.sidebar.multiselect(key=K.RS_OPTIONS).value == ["token_k1"]
+    assert back.sidebar.text_input(key=K.RS_THRESHOLDS).value == "0.5_2.0"
+    assert back.dataframe[0].value["rejected"][:3].tolist() == [True, True, True]
+
+
 def test_a_run_without_rollout_log_probs_offers_no_correction() -> None:
     at = new_app({"run": "python_tool_two_rollouts", "scheme": "grpo,ris:token"})
     at.run()
     no_errors(at, "no rollout log-probs")
     assert at.session_state[cfg_key("rollout_is")] is None  # fitted away: the run cannot give it
+    assert not [s for s in at.sidebar.multiselect if s.key == K.RS_OPTIONS]
     assert not [s for s in at.sidebar.selectbox if s.key == cfg_key("rollout_is")]
     assert "no rollout-engine log-probs" in " ".join(c.value for c in at.sidebar.caption)
 

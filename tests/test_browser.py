@@ -173,17 +173,18 @@ def test_diagnostics_finding_opens_the_highlighted_token(server: Server, context
 
 def test_train_inference_mismatch_view(server: Server, context) -> None:
     """The policy stage's view on a run with both engines' log-probs, under IcePop: the mismatch table, the IS
-    weight in the token colours' options, the sidebar's rollout correction."""
+    weight in the token colours' options, the sidebar's rollout correction and rejection (from the link)."""
     page = context.new_page()
     page.goto(
-        f"{server.url}/?page=tokens&run=lint_cases%2Fpolicy&scheme=grpo,ris:token,rit:0.5_2.0",
+        f"{server.url}/?page=tokens&run=lint_cases%2Fpolicy&scheme=grpo,ris:token,rit:0.5_2.0,rrs:token_k1,rrt:0.3_3",
         wait_until="commit",
     )
     wait_idle(page)
     no_exception(page, "mismatch view")
     for text in ("Train/inference mismatch", "this trajectory's largest |Δ log π| is 1.2"):
         assert_on_screen(page, text, "mismatch view")
-    for text in ("Policy loss", "PPO ratio against", "Rollout IS", "IS threshold"):
+    for text in ("Policy loss", "PPO ratio against", "Rollout IS", "IS threshold", "Rollout rejection",
+                 "Rejection thresholds"):  # fmt: skip
         page.get_by_test_id("stSidebar").get_by_text(text, exact=True).first.wait_for(timeout=60_000)
     # the run records the policy's entropy: Run analytics shows where the gradient lands by entropy
     page.goto(f"{server.url}/?page=analytics&run=lint_cases%2Fpolicy", wait_until="commit")
