@@ -63,6 +63,7 @@ class _Pending:
         return {
             "kl": kl,
             "loss_mask": loss.loss_mask,
+            "count_mask": loss.count_mask,
             "agg_weights": loss.agg_weights,
             "effective_weights": loss.effective_weights,
             "scores": loss.scores,
@@ -103,7 +104,9 @@ class CreditResult:
     seconds: the time spent computing so far (stages 1–3, then also the views once they are computed).
 
     Views (``VIEWS``: computed together on first read, then kept): kl: per-token KL (masked; zeros without
-    log-probs). loss_mask: tokens that enter the loss. agg_weights: each token's weight in the aggregated loss;
+    log-probs). loss_mask: tokens that enter the loss. count_mask: the tokens the aggregation counted (loss_mask, or
+    the mask before rollout rejection where the trainer still counts a rejected token: bypass mode,
+    ``rejected_tokens_counted``). agg_weights: each token's weight in the aggregated loss;
     effective_weights = agg_weights · advantages. scores: Σ_t token_level_rewards (what outcome estimators see).
     sample_scores: Σ_t returns · score mask (the dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size:
     statistics of the scores' groups. kept: rows kept by rejection sampling. verdicts: 0 solve_none / 1 partial /
@@ -114,8 +117,8 @@ class CreditResult:
     """
 
     VIEWS: ClassVar[tuple[str, ...]] = (
-        "kl", "loss_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean", "group_std",
-        "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
+        "kl", "loss_mask", "count_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean",
+        "group_std", "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
         "mismatch", "ratio", "pg_clipped", "is_weight", "rejected", "grad_weight", "entropy",
     )  # fmt: skip
 
@@ -137,6 +140,7 @@ class CreditResult:
 
     kl = _view("kl")
     loss_mask = _view("loss_mask")
+    count_mask = _view("count_mask")
     agg_weights = _view("agg_weights")
     effective_weights = _view("effective_weights")
     scores = _view("scores")
@@ -285,7 +289,9 @@ def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
     profile lacks (Run analytics varies the mode: one computation instead of one per mode)."""
     cfg = res.config.replace(loss_agg_mode=mode)
     kept = res.kept
-    w = token_weights(res.loss_mask, cfg, None if bool(kept.all()) else kept.sum().clamp(min=1))
+    w = token_weights(res.count_mask, cfg, None if bool(kept.all()) else kept.sum().clamp(min=1))
+    if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
+        w = w * res.loss_mask.bool()
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
     grad = res.grad_weight
     if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)

@@ -198,12 +198,15 @@ class LossWeights:
     mask on kept rows. agg_weights [B, T]: each token's weight in the aggregated loss (``engine.aggregation``);
     effective_weights = agg_weights · A on the loss mask. groups: the scores' group statistics. turn_sums
     [B, K, 3]: per turn, Σ of trained advantages, of rewards and of loss-mask tokens. sample_scores [B]:
-    Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6)."""
+    Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6). count_mask [B, T]: the mask the
+    aggregation counted: loss_mask itself, or the mask before rollout rejection where the trainer counts a rejected
+    token (bypass mode, ``rejected_tokens_counted``)."""
 
     scores: torch.Tensor
     verdicts: torch.Tensor
     kept: torch.Tensor
     loss_mask: torch.Tensor
+    count_mask: torch.Tensor
     agg_weights: torch.Tensor
     effective_weights: torch.Tensor
     groups: GroupStats
@@ -282,12 +285,14 @@ def weigh_loss(
         # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
         # the token count stays the original mask's
         if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
-            w = token_weights(loss_mask, cfg, rows) * correction.keep
+            count_mask = loss_mask
+            w = token_weights(count_mask, cfg, rows) * correction.keep
             loss_mask = loss_mask * correction.keep
         else:
-            loss_mask = loss_mask * correction.keep
+            loss_mask = count_mask = loss_mask * correction.keep
             w = token_weights(loss_mask, cfg, rows)
     else:
+        count_mask = loss_mask
         w = token_weights(loss_mask, cfg, rows)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
@@ -295,7 +300,9 @@ def weigh_loss(
     effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
     policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction, rows=rows)
-    return LossWeights(row_scores, verdicts, kept, loss_mask, w, effective, groups, turn_sums, sample_scores, policy)
+    return LossWeights(
+        row_scores, verdicts, kept, loss_mask, count_mask, w, effective, groups, turn_sums, sample_scores, policy
+    )
 
 
 def _constant(like: torch.Tensor, value, dtype=None) -> torch.Tensor:

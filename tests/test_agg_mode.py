@@ -29,6 +29,32 @@ def _batches():
         yield name, load_run(sources.sample_path(name)).run.to_batch()
 
 
+# On the run with both engines' log-probs: rollout rejection under trainers that still count a rejected token in
+# the aggregation (SkyRL, OpenRLHF, verl's bypass mode) and under one that does not (verl decoupled)
+_REJECTION = dict(estimator="grpo", rollout_is="token", rollout_rs=("token_k1",), rollout_rs_threshold=("0.5_2.0",))
+REJECTION_CONFIGS = [
+    CreditConfig(profile="skyrl", **_REJECTION),
+    CreditConfig(profile="verl", policy_ratio_base="rollout", **_REJECTION),
+    CreditConfig(profile="verl", **_REJECTION),
+    CreditConfig(profile="openrlhf", group_sizes="any", **_REJECTION),
+]
+
+
+@pytest.mark.parametrize("cfg", REJECTION_CONFIGS, ids=lambda c: f"{c.profile}-{c.policy_ratio_base}")
+def test_equals_compute_credit_when_the_trainer_counts_rejected_tokens(cfg) -> None:
+    batch = load_run(sources.sample_path("lint_cases/policy")).run.to_batch()
+    base = compute_credit(batch, cfg, token_extras=False)
+    assert bool(base.rejected.any())  # the rejection fires on this run
+    assert (base.count_mask is not base.loss_mask) == (
+        cfg.rejected_tokens_counted or cfg.policy_ratio_base == "rollout"
+    )
+    for mode in ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum"):
+        want = compute_credit(batch, cfg.replace(loss_agg_mode=mode), token_extras=False)
+        got = with_loss_agg_mode(base, mode)
+        for name in ("agg_weights", "effective_weights", "grad_weight"):
+            torch.testing.assert_close(getattr(got, name), getattr(want, name), msg=f"{mode} {name}")
+
+
 @pytest.mark.parametrize("name, batch", list(_batches()), ids=lambda x: x if isinstance(x, str) else "")
 def test_equals_compute_credit_under_every_mode(name, batch) -> None:
     checked = raised = 0
