@@ -228,15 +228,17 @@ class PolicyWeights:
     grad_weight: torch.Tensor
 
 
-def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig) -> torch.Tensor:
+def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig, group_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Each token's weight in the loss ``cfg.loss_agg_mode`` aggregates, on ``loss_mask``, with the profile's
-    sum-norm convention (``engine.aggregation.agg_weights``). [B, T]."""
+    sum-norm convention (``engine.aggregation.agg_weights``); ``group_ids`` [B]: the prompt groups (needed by
+    prompt-mean-token-mean). [B, T]."""
     return agg_weights(
         loss_mask,
         cfg.loss_agg_mode,
         loss_scale_factor=cfg.loss_scale_factor,
         sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
         seq_mean_rows=cfg.seq_mean_rows,
+        group_ids=group_ids,
     )
 
 
@@ -276,13 +278,13 @@ def weigh_loss(
         # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
         # the token count stays the original mask's
         if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
-            w = token_weights(loss_mask, cfg) * correction.keep
+            w = token_weights(loss_mask, cfg, batch.group_ids) * correction.keep
             loss_mask = loss_mask * correction.keep
         else:
             loss_mask = loss_mask * correction.keep
-            w = token_weights(loss_mask, cfg)
+            w = token_weights(loss_mask, cfg, batch.group_ids)
     else:
-        w = token_weights(loss_mask, cfg)
+        w = token_weights(loss_mask, cfg, batch.group_ids)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
