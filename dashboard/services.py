@@ -277,10 +277,14 @@ def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, l
             except (ValueError, NotImplementedError):
                 same = None
         for v in values:
+            res = None
             try:
                 if same is not None:
-                    res = with_loss_agg_mode(same, v)
-                else:
+                    res = with_loss_agg_mode(same, v, b.group_ids)
+            except ValueError:
+                res = None  # a mode the result cannot be rescaled to (or one the profile lacks: refused below too)
+            try:
+                if res is None:
                     res = compute_credit(b, base.replace(**{field: v}), token_extras=False).materialize()
             except (ValueError, NotImplementedError):
                 continue

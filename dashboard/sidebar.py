@@ -387,6 +387,12 @@ def _policy_controls(info: RunInfo) -> None:
     if ss[cfg_key("policy_loss")] == "vanilla":
         st.number_input("Dual clip c", min_value=1.01, step=0.5, key=cfg_key("clip_ratio_c"),
                         help=FIELD_HELP["clip_ratio_c"])  # fmt: skip
+    if ss[cfg_key("policy_loss")] == "kl_cov":
+        c1, c2 = st.columns(2)
+        c1.number_input(config.label("kl_cov_ratio"), *config.bounds("kl_cov_ratio"), step=0.0001, format="%g",
+                        key=cfg_key("kl_cov_ratio"), help=FIELD_HELP["kl_cov_ratio"])  # fmt: skip
+        c2.number_input(config.label("ppo_kl_coef"), min_value=0.0, step=0.05, key=cfg_key("ppo_kl_coef"),
+                        help=FIELD_HELP["ppo_kl_coef"])  # fmt: skip
     if not info.has_rollout_log_probs:
         st.caption(
             "This run has no rollout-engine log-probs beside the trainer's: the ratio is 1 (the first mini-batch) "

@@ -3,7 +3,9 @@
 loss = Σ_{i,t} w_{i,t} · L_{i,t} with n_i = Σ_t m_{i,t}, N = Σ n_i, G = #{i: n_i > 0}:
   token-mean: w = m/N · dp;  token-sum: w = m · dp;  seq-mean-token-sum: w = m/G · dp;
   seq-mean-token-mean: w = m/((n_i + 1e-8)·G) · dp;  seq-mean-token-sum-norm: w = m/(G·S) · dp (verl ≥ PR #5366;
-  older verl: m/S, without the dp factor), S = loss_scale_factor (default T).
+  older verl: m/S, without the dp factor), S = loss_scale_factor (default T);
+  prompt-mean-token-mean (SkyRL's prompt_mean): w = m/(P·max(n_p, 1)), P the number of prompt groups (``group_ids``),
+  n_p the loss tokens of row i's group: a token mean within each group, then the mean over the P groups.
 G counts every row instead with ``seq_mean_rows="all"`` (verl's trainer, TRL, SkyRL: a fully masked row still counts).
 The effective gradient weight of a token is w · A: how hard (and which way) it moves the policy.
 """
@@ -25,18 +27,22 @@ def agg_weights(
     sum_norm_divides_by_seqs: bool = True,
     token_sum_supported: bool = True,
     seq_mean_rows: str = "nonempty",
+    group_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """w [B, T] such that agg_loss(L) = Σ w·L (masked entries of L neutralised). ``sum_norm_divides_by_seqs`` off
     = older verl (sum-norm = Σ_i S_i / S without /G or dp factor, no dp_size checks); ``token_sum_supported`` off
     = older verl, which had no token-sum mode (ValueError, as verl raised). ``seq_mean_rows="all"``: the seq-mean
     modes divide by the number of rows B, not by the rows with a loss token (verl's ppo_loss, TRL's loss_type grpo
-    and dr_grpo)."""
+    and dr_grpo). ``group_ids`` [B]: the prompt groups prompt-mean-token-mean averages over (every group counts, one
+    without a loss token too, as SkyRL counts every prompt of the mini-batch)."""
     if mode not in LOSS_AGG_MODES:
         raise ValueError(f"loss_agg_mode {mode!r} is not one of {list(LOSS_AGG_MODES)}")
     if mode == "token-sum" and not token_sum_supported:
         raise ValueError("loss_agg_mode 'token-sum' does not exist in this verl version (added 2026-08)")
     m = loss_mask
     n = m.sum(-1, keepdim=True)  # (B, 1)
+    if mode == "prompt-mean-token-mean":
+        return _prompt_mean(m, n, group_ids, dp_size)
     if dp_size > 1 and sum_norm_divides_by_seqs:
         if mode == "token-mean" and batch_num_tokens is None:
             raise ValueError("token-mean with dp_size > 1 needs batch_num_tokens (the global token count)")
@@ -62,6 +68,19 @@ def agg_weights(
             return m / S  # older verl: no division by G and no dp_size factor
         w = m / (G * S)
     return w * dp_size
+
+
+def _prompt_mean(m: torch.Tensor, n: torch.Tensor, group_ids: torch.Tensor | None, dp_size: int) -> torch.Tensor:
+    """SkyRL's prompt_mean (``apply_loss_reduction_to_advantages_minibatch``): w = m/(P·max(n_p, 1)) [B, T]. SkyRL
+    takes its groups as the runs of equal uids (and asserts that a uid's rows are contiguous); here a group is a
+    group id, wherever its rows are."""
+    if group_ids is None:
+        raise ValueError("loss_agg_mode 'prompt-mean-token-mean' needs the batch's group ids (its prompt groups)")
+    if dp_size > 1:
+        raise ValueError("loss_agg_mode 'prompt-mean-token-mean' takes no dp_size: SkyRL scales the whole mini-batch")
+    ids, group = torch.unique(group_ids.to(m.device), return_inverse=True)  # group [B]: row i's group
+    tokens = torch.zeros(len(ids), dtype=m.dtype, device=m.device).index_add_(0, group, n[:, 0])  # (P,)
+    return m / (len(ids) * tokens.clamp(min=1))[group][:, None]
 
 
 def agg_loss(loss_mat: torch.Tensor, loss_mask: torch.Tensor, mode: str, **kw) -> torch.Tensor:

@@ -36,6 +36,7 @@ LOSS_AGG_MODES = (
     "seq-mean-token-sum",
     "seq-mean-token-mean",
     "seq-mean-token-sum-norm",
+    "prompt-mean-token-mean",
 )
 VALUE_SOURCES = ("critic", "zeros", "group_mean")
 # Every name verl's kl_penalty dispatches on: 'full' and the '+' variants pass the config and fail (as in verl)
@@ -44,6 +45,7 @@ KL_PENALTY_NAMES = (*KL_NAMES, "full", *(n + "+" for n in (*KL_NAMES, "full")))
 UNIT = (0.0, 1.0)
 NON_NEGATIVE = (0.0, math.inf)
 POSITIVE = (math.ulp(0.0), math.inf)  # (0, ∞): the smallest positive float as its closed lower bound
+FRACTION = (math.ulp(0.0), 1.0)  # (0, 1]
 
 
 # ------------------------------------------------------------------------------------------------ declarations
@@ -347,6 +349,10 @@ class CreditConfig:
     token_sum_supported: bool | None = convention(
         "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."
     )
+    prompt_mean_supported: bool | None = convention(
+        "Whether loss_agg_mode='prompt-mean-token-mean' exists: a token mean within each prompt group, then the "
+        "mean over the batch's groups (SkyRL's loss_reduction='prompt_mean'; the other trainers have no such mode)."
+    )
     # policy loss (stage 4: the gradient each token gets; engine.policy)
     policy_loss: str = option(
         "vanilla",
@@ -356,7 +362,8 @@ class CreditConfig:
         "probability moved out of the trust region, ε_low / ε_high its bounds on Δp = π_θ − π_old or the binary "
         "KL; prime-rl's default loss, SkyRL dppo), ipo (prime-rl: dropped where |Δp| > ε_high, either sign), "
         "masked_is (SkyRL rollout_is: ρ a detached weight, 0 outside (1 − ε_low, 1 + ε_high)), vespo (TRL: "
-        "−φ(w)·A with the row's gamma weight, vespo_params).",
+        "−φ(w)·A with the row's gamma weight, vespo_params); kl_cov (KL-Cov: −A·ρ plus ppo_kl_coef·|log ρ| on the "
+        "kl_cov_ratio share of the batch's tokens with the largest covariance of A and log π).",
         choices=POLICY_LOSSES,
         label="policy loss",
     )
@@ -402,6 +409,21 @@ class CreditConfig:
     kl_loss_ratio_weighted: bool = option(
         False, "Weigh the KL loss term by the token ratio π_θ/π_old (TRL use_bias_correction_kl, its default)."
     )
+    kl_cov_ratio: float = option(
+        0.0002,
+        "KL-Cov: the share of the batch's loss tokens, max(1, ⌊n·ratio⌋) of them, with the largest covariance "
+        "(A − Ā)(log π − mean log π) that get the |log ρ| penalty (verl policy_loss.kl_cov_ratio, default 0.0002; "
+        "SkyRL kl_cov.kl_cov_frac, default 0.2).",
+        within=FRACTION,
+        label="KL-Cov share",
+    )
+    ppo_kl_coef: float = option(
+        0.1,
+        "KL-Cov: the coefficient of the |log ρ| penalty on the selected tokens (verl policy_loss.ppo_kl_coef, "
+        "default 0.1; SkyRL kl_cov.ppo_kl_coef, default 1.0).",
+        within=NON_NEGATIVE,
+        label="KL-Cov coefficient",
+    )
     tau_pos: float = option(1.0, "SAPO τ for positive advantages.", within=POSITIVE)
     tau_neg: float = option(1.05, "SAPO τ for negative advantages.", within=POSITIVE)
     gspo_gradient: str | None = convention(
@@ -422,6 +444,12 @@ class CreditConfig:
         "Policy losses that aggregate seq-mean-token-mean whatever loss_agg_mode says: verl's SAPO; OpenRLHF's "
         "GSPO (token_level_loss forced off); SkyRL's SAPO and GSPO follow its loss_reduction.",
         label="losses aggregated per sequence",
+    )
+    reduction_on_advantages: bool | None = convention(
+        "Where the loss reduction applies: to the token losses (verl and the others: the loss is aggregated) or to "
+        "the advantages before a summed loss (SkyRL: Â = a·A). The same gradient for a loss linear in A; for kl_cov "
+        "SkyRL's covariance is taken with Â and its |log ρ| penalty is summed, outside the reduction.",
+        label="reduction applied to the advantages",
     )
     rejected_tokens_counted: bool | None = convention(
         "A token rollout rejection sampling drops: out of the loss mask and the aggregation's token counts (verl) "
@@ -539,6 +567,16 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        if self.loss_agg_mode == "prompt-mean-token-mean" and not self.prompt_mean_supported:
+            raise ValueError(
+                f"CreditConfig.loss_agg_mode: 'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile "
+                f"{self.profile!r}; profile 'skyrl' has it"
+            )
+        if self.policy_loss == "kl_cov" and self.reduction_on_advantages and (self.rollout_is or self.rollout_rs):
+            raise ValueError(
+                "CreditConfig.policy_loss: SkyRL's kl_cov (reduction_on_advantages) applies no off-policy correction; "
+                "rollout_is and rollout_rs have nothing to act on"
+            )
         check_threshold("rollout_is_threshold", self.rollout_is_threshold)
         for option in self.rollout_rs:
             if option not in RS_OPTIONS:
@@ -622,6 +660,8 @@ def range_text(within: tuple[float, float]) -> str:
     """A declared range as written in help and errors: "[0, 1]", "[0, ∞)", "(0, ∞)"."""
     if within == POSITIVE:
         return "(0, ∞)"
+    if within == FRACTION:
+        return "(0, 1]"
     lo, hi = within
     return f"[{lo:g}, ∞)" if hi == math.inf else f"[{lo:g}, {hi:g}]"
 

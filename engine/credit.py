@@ -281,21 +281,25 @@ def compute_credit(
     )
 
 
-def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
+def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | None = None) -> CreditResult:
     """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: the mode changes only the
     aggregation weights and, through them, the effective weights (w · A on the loss mask), so those two are
     recomputed from the result's own loss mask and advantages exactly as ``compute_credit`` computes them; every
-    other field is the same tensor. Raises the ``ValueError`` the config or ``agg_weights`` raises for a mode the
-    profile lacks (Run analytics varies the mode: one computation instead of one per mode)."""
+    other field is the same tensor. ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the
+    ``ValueError`` the config or ``agg_weights`` raises for a mode the profile lacks, and a ``ValueError`` where the
+    gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1: compute the scheme instead).
+    Run analytics varies the mode: one computation instead of one per mode."""
     cfg = res.config.replace(loss_agg_mode=mode)
     kept = res.kept
-    w = token_weights(res.count_mask, cfg, None if bool(kept.all()) else kept.sum().clamp(min=1))
+    w = token_weights(res.count_mask, cfg, group_ids, None if bool(kept.all()) else kept.sum().clamp(min=1))
     if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
         w = w * res.loss_mask.bool()
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
     grad = res.grad_weight
     if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)
         grad = effective
+    elif cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
+        raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
     elif cfg.policy_loss != "geo_mean" and cfg.policy_loss not in cfg.seq_mean_losses:  # their own aggregation
         old = res.agg_weights
         grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)

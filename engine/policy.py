@@ -18,13 +18,17 @@ log π_θ is ∂L/∂log π_t = a_t · w_t · g_t; ``grad_weight`` = −∂L/∂
   trust region (Δp = π_θ − π_old, or its binary KL; ``_trust_region``), else 0.
 * ``masked_is`` (SkyRL rollout_is): g = −A·ρ inside (1 − ε_low, 1 + ε_high), else 0. ``vespo`` (TRL): g = −φ_i·A with
   the row's gamma weight φ(w).
+* ``kl_cov`` (KL-Cov, "The Entropy Mechanism of RL for Reasoning LMs"; verl, SkyRL): g = −A·ρ (ρ not clamped)
+  + ``ppo_kl_coef``·sign(log ρ) on the batch's top-k tokens by covariance (``kl_cov_tokens``), the derivative of
+  its penalty ``ppo_kl_coef``·|log ρ| (0 at ρ = 1, as torch's ``abs``).
 
 Where the trainers differ from verl (CONVENTIONS.md §14), the profile's conventions say: ``gspo_gradient="row"``
 (OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread over the row),
-``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``seq_mean_losses`` (which losses aggregate seq-mean-token-mean
-whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``). A is scaled by
-``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref); TRL's
-off-policy sequence mask (``off_policy_mask_threshold``) drops rows with A < 0 that drifted too far.
+``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``reduction_on_advantages`` (SkyRL: kl_cov's covariance of the
+reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which losses aggregate
+seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``).
+A is scaled by ``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref);
+TRL's off-policy sequence mask (``off_policy_mask_threshold``) drops rows with A < 0 that drifted too far.
 
 Rollout correction (``rollout_corr_helper``), from log π_old − log π_rollout (the train/inference mismatch, ±20):
 ``rollout_is`` token (w = e^δ) or sequence (w = e^{Σδ}), truncated at the threshold (TIS) or, with a lower bound,
@@ -47,7 +51,7 @@ from engine.masked import masked_mean, masked_sum
 
 SAFETY = 20.0  # verl's SAFETY_BOUND on log-ratios before exp
 POLICY_LOSSES = (
-    "vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo", "masked_is", "vespo"
+    "vanilla", "gspo", "cispo", "sapo", "geo_mean", "gpg", "dppo_tv", "dppo_kl", "ipo", "masked_is", "vespo", "kl_cov"
 )  # fmt: skip
 RS_OPTIONS = tuple(
     f"{level}_{k}"
@@ -267,6 +271,8 @@ def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, 
         return PolicyGradient(torch.ones_like(A), torch.zeros_like(A, dtype=torch.bool), -A)
     if loss == "vespo":
         return _vespo(log_ratio, A, mask, cfg.vespo_params, is_weights, agg)
+    if loss == "kl_cov":
+        return _kl_cov(log_prob, log_ratio, A, mask, cfg, agg)
     if loss == "geo_mean":
         sgn = torch.sign(A)
         unclipped = ((sgn > 0) & (log_ratio <= hi)) | ((sgn < 0) & (log_ratio >= -lo))
@@ -322,6 +328,42 @@ def _vespo(log_ratio, A, mask, params, is_weights, agg) -> PolicyGradient:
     return PolicyGradient(w, torch.zeros_like(A, dtype=torch.bool), -phi * A * agg, aggregated=True)
 
 
+def kl_cov_tokens(advantages: torch.Tensor, log_prob: torch.Tensor, mask: torch.Tensor, ratio: float) -> torch.Tensor:
+    """[B, T] bool: the k = max(1, ⌊n·``ratio``⌋) tokens of ``mask`` (n of them) with the largest covariance term
+    (A_t − Ā)(log π_t − mean log π), both means over those n tokens; none when n = 0. As verl's and SkyRL's
+    ``compute_policy_loss_kl_cov``: the tokens flattened row-major, their means and ``torch.topk`` on the CPU, so
+    that rounding and ties fall as there."""
+    valid = mask > 0  # (B, T)
+    picked = torch.zeros(valid.numel(), dtype=torch.bool)
+    index = torch.nonzero(valid.reshape(-1).cpu(), as_tuple=True)[0]
+    if index.numel():
+        a = advantages[valid].detach().reshape(-1).cpu()
+        lp = log_prob[valid].detach().reshape(-1).cpu()
+        cov = (a - a.mean()) * (lp - lp.mean())
+        k = max(1, int(len(cov) * ratio))
+        picked[index[torch.topk(cov, k, largest=True).indices]] = True
+    return picked.view(valid.shape).to(valid.device)
+
+
+def _kl_cov(log_prob, log_ratio, A, mask, cfg, agg) -> PolicyGradient:
+    """KL-Cov: the loss −A·ρ + ``ppo_kl_coef``·|log ρ|·1[token picked by ``kl_cov_tokens``], ρ = exp(log ρ) not
+    clamped; ∂/∂log π = −A·ρ + ``ppo_kl_coef``·sign(log ρ) on the picked tokens. verl picks by the covariance of A
+    and aggregates both terms (IS weights included); SkyRL (``reduction_on_advantages``) hands the loss the
+    advantage already scaled by the reduction, Â = a·A: it picks by the covariance of Â and sums the loss, so the
+    penalty is outside the aggregation (the gradient comes back aggregated)."""
+    ratio = torch.exp(log_ratio)
+    no_clip = torch.zeros_like(mask, dtype=torch.bool)
+    if cfg.reduction_on_advantages:
+        if agg is None:
+            raise ValueError("kl_cov with reduction_on_advantages needs the aggregation weights")
+        scaled = A * agg
+        picked = kl_cov_tokens(scaled, log_prob, mask, cfg.kl_cov_ratio)
+        grad = -scaled * ratio + cfg.ppo_kl_coef * torch.sign(log_ratio) * picked
+        return PolicyGradient(ratio, no_clip, grad, aggregated=True)
+    picked = kl_cov_tokens(A, log_prob, mask, cfg.kl_cov_ratio)
+    return PolicyGradient(ratio, no_clip, -A * ratio + cfg.ppo_kl_coef * torch.sign(log_ratio) * picked)
+
+
 def _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg) -> PolicyGradient:
     """GSPO with the sequence ratio s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)) differentiated as a function of the
     row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO, and the row's
@@ -368,10 +410,12 @@ def unit_at_ratio_one(cfg) -> bool:
     """Whether ``cfg``'s policy loss, at ratio 1 (π_θ = π_old: the decoupled first mini-batch) and without IS
     weights, gives every token exactly −A times its aggregation weight, so that the gradient weight is the effective
     weight w · A itself. Declared here, beside the losses: a loss or option that changes the gradient at ratio 1
-    must say so here (``tests/test_golden_policy_loss.py`` compares this shortcut with the full computation)."""
+    must say so here (``tests/test_golden_policy_loss.py`` compares this shortcut with the full computation).
+    kl_cov is unit there: its penalty |log ρ| has gradient sign(0) = 0 at ratio 1 (torch's ``abs``; verl's golden case
+    at ratio 1 confirms it), whichever tokens it picks."""
     unit_cispo = cfg.cispo_clip == "one_plus" or cfg.clip_ratio_high >= 1.0  # min(1, ε_high) = 1
     return (
-        (cfg.policy_loss in ("vanilla", "gspo", "gpg") or (cfg.policy_loss == "cispo" and unit_cispo))
+        (cfg.policy_loss in ("vanilla", "gspo", "gpg", "kl_cov") or (cfg.policy_loss == "cispo" and unit_cispo))
         and cfg.adv_tau == 1.0
         and cfg.kl_loss_coef == 0.0
         and cfg.off_policy_mask_threshold is None

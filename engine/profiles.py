@@ -70,6 +70,7 @@ VERL = Profile(
         # ppo_loss sets global_batch_size = ppo_mini_batch_size × rollout.n (every row; ray_trainer._update_actor)
         seq_mean_rows="all",
         token_sum_supported=True,
+        prompt_mean_supported=False,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
         turn_score_reduce="mean",
@@ -79,6 +80,7 @@ VERL = Profile(
         gspo_gradient="own_token",
         cispo_clip="one_plus",
         rejected_tokens_counted=False,
+        reduction_on_advantages=False,
         seq_mean_losses=("sapo",),
     ),
 )
@@ -163,19 +165,23 @@ PROFILES: dict[str, Profile] = {
             "prompt's rollouts (its engine passed stepwise_gamma = 0.2).",
             **_RLLM,
         ),
-        # SkyRL's ppo_utils: verl's GRPO; RLOO gives a singleton 0; REINFORCE++ and GAE predate verl's hole handling.
+        # SkyRL's ppo_utils: verl's GRPO; RLOO gives a singleton 0; REINFORCE++ and GAE predate verl's hole handling;
+        # the loss reduction scales the advantages, and the policy loss is a sum.
         VERL.derive(
             "skyrl",
             "SkyRL",
             "NovaSky-AI/SkyRL skyrl 0.3.0 ppo_utils",
             "verl's GRPO; RLOO gives a singleton 0 (as rloo_vectorized); REINFORCE++ resets its return at every "
-            "hole and GAE runs over holes (older verl); adds MaxRL (÷ group mean).",
+            "hole and GAE runs over holes (older verl); adds MaxRL (÷ group mean); the loss reduction (prompt_mean "
+            "too) scales the advantages.",
             rloo_singleton="zero",
             reinforce_hole_mode="reset",
             gae_skip_holes=False,
             seq_mean_rows="all",
             rejected_tokens_counted=True,
             seq_mean_losses=(),
+            prompt_mean_supported=True,
+            reduction_on_advantages=True,
         ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(

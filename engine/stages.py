@@ -231,12 +231,18 @@ class PolicyWeights:
     grad_weight: torch.Tensor
 
 
-def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig, rows: torch.Tensor | None = None) -> torch.Tensor:
+def token_weights(
+    loss_mask: torch.Tensor,
+    cfg: CreditConfig,
+    group_ids: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Each token's weight in the loss ``cfg.loss_agg_mode`` aggregates, on ``loss_mask``, with the profile's
-    sum-norm and seq-mean conventions (``engine.aggregation.agg_weights``). [B, T]. ``rows``: how many rows the
-    trainer's batch holds when some were dropped from it (rLLM's rejection sampling and truncation filter remove
-    rows; a row the loss mask empties stays): under ``seq_mean_rows="all"`` the seq-mean modes divide by it
-    instead of by every row of ``loss_mask``."""
+    sum-norm and seq-mean conventions (``engine.aggregation.agg_weights``). [B, T]. ``group_ids`` [B]: the prompt
+    groups (needed by prompt-mean-token-mean). ``rows``: how many rows the trainer's batch holds when some were
+    dropped from it (rLLM's rejection sampling and truncation filter remove rows; a row the loss mask empties
+    stays): under ``seq_mean_rows="all"`` the seq-mean modes divide by it instead of by every row of
+    ``loss_mask``."""
     return agg_weights(
         loss_mask,
         cfg.loss_agg_mode,
@@ -244,6 +250,7 @@ def token_weights(loss_mask: torch.Tensor, cfg: CreditConfig, rows: torch.Tensor
         loss_scale_factor=cfg.loss_scale_factor,
         sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs,
         seq_mean_rows=cfg.seq_mean_rows,
+        group_ids=group_ids,
     )
 
 
@@ -286,14 +293,14 @@ def weigh_loss(
         # the token count stays the original mask's
         if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
             count_mask = loss_mask
-            w = token_weights(count_mask, cfg, rows) * correction.keep
+            w = token_weights(count_mask, cfg, batch.group_ids, rows) * correction.keep
             loss_mask = loss_mask * correction.keep
         else:
             loss_mask = count_mask = loss_mask * correction.keep
-            w = token_weights(loss_mask, cfg, rows)
+            w = token_weights(loss_mask, cfg, batch.group_ids, rows)
     else:
         count_mask = loss_mask
-        w = token_weights(loss_mask, cfg, rows)
+        w = token_weights(loss_mask, cfg, batch.group_ids, rows)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
@@ -344,7 +351,7 @@ def weigh_policy(
     lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
     old = rollout if bypass else lp
     if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
-        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows)
+        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows=rows)
     pg: PolicyGradient = policy_gradient(
         lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,
         ref_log_prob=batch.ref_log_probs,

@@ -21,6 +21,8 @@ CONFIGS = [
     CreditConfig(estimator="grpo", stepwise_mode="per_step", mask_truncated_samples=True),
     CreditConfig(profile="kg-r1", estimator="grpo"),
     CreditConfig(profile="verl-legacy", estimator="grpo"),
+    CreditConfig(profile="skyrl", estimator="grpo"),  # prompt-mean-token-mean: SkyRL's prompt_mean
+    CreditConfig(profile="skyrl", estimator="grpo", policy_loss="kl_cov", kl_cov_ratio=0.2, ppo_kl_coef=1.0),
 ]
 
 
@@ -68,10 +70,10 @@ def test_equals_compute_credit_under_every_mode(name, batch) -> None:
                 want = compute_credit(batch, cfg.replace(loss_agg_mode=mode), token_extras=False)
             except ValueError as e:
                 with pytest.raises(ValueError, match=str(e)[:30]):
-                    with_loss_agg_mode(base, mode)
+                    with_loss_agg_mode(base, mode, batch.group_ids)
                 raised += 1
                 continue
-            got = with_loss_agg_mode(base, mode)
+            got = with_loss_agg_mode(base, mode, batch.group_ids)
             assert got.config == want.config
             for f in dataclasses.fields(want):
                 a, b = getattr(got, f.name), getattr(want, f.name)
@@ -79,7 +81,7 @@ def test_equals_compute_credit_under_every_mode(name, batch) -> None:
                     assert torch.equal(a, b), (name, cfg, mode, f.name)
             checked += 1
     assert checked >= 12  # most configs run on every sample, each under several modes
-    assert raised >= 1  # verl-legacy has no token-sum: refused the same way
+    assert raised >= 1  # verl-legacy has no token-sum (the others no prompt mean): refused the same way
 
 
 def test_weights_differ_between_modes() -> None:
@@ -100,7 +102,11 @@ def test_run_analytics_aggregation_table_is_the_same_as_computing_each_mode() ->
 
     h = loading.open_run(RunRef("sample", "kgqa_multiturn"), {})
     b = services.batch(h)
-    for cfg in (CreditConfig(estimator="gae"), CreditConfig(profile="verl-legacy", estimator="grpo")):
+    for cfg in (
+        CreditConfig(estimator="gae"),
+        CreditConfig(profile="verl-legacy", estimator="grpo"),
+        CreditConfig(profile="skyrl", estimator="grpo"),
+    ):
         got = services.variant_table(h, cfg, "loss_agg_mode", LOSS_AGG_MODES, analysis.aggregation_weights)
         frames = []
         for mode in LOSS_AGG_MODES:
@@ -112,3 +118,46 @@ def test_run_analytics_aggregation_table_is_the_same_as_computing_each_mode() ->
         want = pd.concat(frames, ignore_index=True)
         pd.testing.assert_frame_equal(got, want, check_exact=True)
         assert got["mode"].nunique() == len(frames) >= 4
+
+
+def test_skyrl_kl_cov_off_ratio_one_is_recomputed_per_mode() -> None:
+    """SkyRL's kl_cov ranks the reduction-scaled advantage and adds its penalty outside the reduction, so away from
+    ratio 1 (bypass: π_trainer/π_rollout) a mode's gradient is not the old one rescaled: with_loss_agg_mode refuses,
+    and Run analytics' table computes those modes instead, as computing each mode gives."""
+    import pandas as pd
+
+    from dashboard import analysis, loading, services
+    from dashboard.sources import RunRef
+
+    h = loading.open_run(RunRef("sample", "lint_cases/policy"), {})
+    b = services.batch(h)
+    cfg = CreditConfig(profile="skyrl", estimator="grpo", policy_loss="kl_cov", kl_cov_ratio=0.2, ppo_kl_coef=1.0)
+    cfg = cfg.replace(policy_ratio_base="rollout")
+    base = compute_credit(b, cfg, token_extras=False)
+    with pytest.raises(ValueError, match="recompute"):
+        with_loss_agg_mode(base, "seq-mean-token-mean", b.group_ids)
+    got = services.variant_table(h, cfg, "loss_agg_mode", LOSS_AGG_MODES, analysis.aggregation_weights)
+    frames = []
+    for mode in LOSS_AGG_MODES:
+        res = compute_credit(b, cfg.replace(loss_agg_mode=mode), token_extras=False)
+        frames.append(analysis.aggregation_weights(b, {mode: res}))
+    pd.testing.assert_frame_equal(got, pd.concat(frames, ignore_index=True), check_exact=True)
+
+
+def test_prompt_mean_weighs_each_prompt_group_alike() -> None:
+    """SkyRL's prompt_mean by hand: rows 0 and 1 are prompt 7 (2 + 1 = 3 loss tokens), row 2 is prompt 3 (2 tokens),
+    so P = 2: a token of prompt 7 weighs 1/(2·3), one of prompt 3 1/(2·2), and each prompt sums to 1/2 (token-mean
+    would give every token 1/5)."""
+    from engine.aggregation import agg_weights
+
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 0.0]])
+    w = agg_weights(mask, "prompt-mean-token-mean", group_ids=torch.tensor([7, 7, 3]))
+    torch.testing.assert_close(w, mask / torch.tensor([[6.0], [6.0], [4.0]]))
+    # a prompt without a loss token still counts in P (SkyRL counts every prompt): P = 2, prompt 0 has 3 tokens
+    empty = mask * torch.tensor([[1.0], [1.0], [0.0]])
+    w = agg_weights(empty, "prompt-mean-token-mean", group_ids=torch.tensor([0, 0, 1]))
+    torch.testing.assert_close(w, empty / 6.0)
+    with pytest.raises(ValueError, match="needs the batch's group ids"):
+        agg_weights(mask, "prompt-mean-token-mean")
+    with pytest.raises(ValueError, match="does not exist in profile 'verl'"):
+        CreditConfig(loss_agg_mode="prompt-mean-token-mean")

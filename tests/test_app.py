@@ -142,6 +142,11 @@ def test_scheme_code_carries_every_sidebar_field() -> None:
     back = schemes.decode(code)
     assert back == cfg
     assert schemes.decode_many(schemes.encode_many(["gae", "grpo,p:rllm"])) == ["gae", "grpo,p:rllm"]
+    kl_cov = CreditConfig(
+        profile="skyrl", policy_loss="kl_cov", kl_cov_ratio=0.2, ppo_kl_coef=1.0, loss_agg_mode="prompt-mean-token-mean"
+    )
+    assert schemes.encode(kl_cov) == "grpo,p:skyrl,pol:kl_cov,kcr:0.2,kkc:1,agg:prompt-mean-token-mean"
+    assert schemes.decode(schemes.encode(kl_cov)) == kl_cov
     with pytest.raises(ValueError):
         schemes.decode("grpo,zz:1")
     with pytest.raises(ValueError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ def test_every_field_is_declared_with_help_and_the_help_table_is_derived() -> No
 
 
 def test_conventions_are_the_fields_every_profile_fills() -> None:
-    assert len(config.CONVENTIONS) == 31
+    assert len(config.CONVENTIONS) == 33
     for name in config.CONVENTIONS:
         assert config.FIELDS[name].default is None, name
     for p in PROFILES.values():
@@ -63,11 +64,12 @@ def test_conventions_are_the_fields_every_profile_fills() -> None:
 
 @pytest.mark.parametrize("name", WITH_CHOICES)
 def test_every_declared_choice_is_accepted_and_nothing_else(name: str) -> None:
-    profile = "verl"  # the profile with every option (token-sum, '+' KL variants)
+    profile = "verl"  # the profile with every option (token-sum, '+' KL variants) but SkyRL's prompt mean
     for value in config.choices(name):
         if name == "profile":
             profile = value
-        assert getattr(CreditConfig(**{"profile": profile, name: value}), name) == value
+        where = "skyrl" if value == "prompt-mean-token-mean" else profile
+        assert getattr(CreditConfig(**{"profile": where, name: value}), name) == value
     outside = 2 if name == "std_ddof" else "no-such-value"  # a value of the field's type
     with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: {outside!r} is not one of"):
         CreditConfig(**{name: outside})
@@ -79,7 +81,8 @@ def test_numbers_inside_their_declared_range_pass_and_outside_fail(name: str) ->
     assert getattr(CreditConfig(**{name: lo}), name) == lo
     if math.isfinite(hi):
         assert getattr(CreditConfig(**{name: hi}), name) == hi
-        with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be in \[{lo:g}, {hi:g}\], got 1.5"):
+        written = re.escape(config.range_text((lo, hi)))  # "[0, 1]", or "(0, 1]" for a fraction
+        with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be in {written}, got 1.5"):
             CreditConfig(**{name: hi + 0.5})
     below = lo - 1.0 if lo > 0 else -1e-9
     with pytest.raises(ValueError, match=rf"CreditConfig\.{name}: must be in"):
@@ -92,6 +95,7 @@ def test_open_ranges_read_as_written() -> None:
     assert config.range_text(config.bounds("kl_target")) == "(0, ∞)"
     assert config.range_text(config.bounds("kl_coef")) == "[0, ∞)"
     assert config.range_text(config.bounds("gamma")) == "[0, 1]"
+    assert config.range_text(config.bounds("kl_cov_ratio")) == "(0, 1]"
     with pytest.raises(ValueError, match=r"CreditConfig\.kl_target: must be in \(0, ∞\), got 0.0"):
         CreditConfig(kl_target=0.0)
 
@@ -219,3 +223,18 @@ def test_the_sidebar_offers_the_declared_values_with_the_declared_help() -> None
     assert agg.options == list(config.choices("loss_agg_mode")) and agg.help == config.FIELD_HELP["loss_agg_mode"]
     gamma = at.sidebar.slider(key=cfg_key("gamma"))
     assert (gamma.min, gamma.max) == config.bounds("gamma") and gamma.help == config.FIELD_HELP["gamma"]
+
+
+def test_the_sidebar_offers_kl_cov_options_where_kl_cov_is_chosen() -> None:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not any(w.key == cfg_key("kl_cov_ratio") for w in at.sidebar.number_input)  # vanilla: not shown
+    at.sidebar.selectbox(key=cfg_key("policy_loss")).set_value("kl_cov").run()
+    assert not at.exception, [e.value for e in at.exception]
+    ratio, coef = (
+        at.sidebar.number_input(key=cfg_key("kl_cov_ratio")),
+        at.sidebar.number_input(key=cfg_key("ppo_kl_coef")),
+    )
+    assert (ratio.value, ratio.max, ratio.help) == (0.0002, 1.0, config.FIELD_HELP["kl_cov_ratio"])
+    assert (coef.value, coef.help) == (0.1, config.FIELD_HELP["ppo_kl_coef"])
+    assert ratio.label == config.label("kl_cov_ratio") and coef.label == config.label("ppo_kl_coef")

@@ -38,6 +38,7 @@ def _config(p: dict) -> CreditConfig:
     # seq_mean_rows="all"; a case calling the loss without global_batch_info is verl's direct-call fallback, which
     # counts the non-empty rows.
     direct = p["global_batch_info"] is not None and not p["global_batch_info"]
+    kl_cov = p.get("policy_loss") or {}  # kl_cov's PolicyLossConfig fields
     return CreditConfig(
         seq_mean_rows="nonempty" if direct else None,
         policy_loss="gpg" if reinforce else "vanilla" if bypass else p["loss_mode"],
@@ -53,6 +54,7 @@ def _config(p: dict) -> CreditConfig:
         rollout_is_batch_normalize=rc.get("rollout_is_batch_normalize", False),
         rollout_rs=_split(rc.get("rollout_rs")),
         rollout_rs_threshold=_split(rc.get("rollout_rs_threshold")),
+        **kl_cov,
     )
 
 
@@ -107,21 +109,22 @@ def test_refused_where_verl_raises(case: dict) -> None:
 
 def test_not_yet_reproduced_is_named() -> None:
     names = {c["name"] for c in load_golden(VERL)["cases"]}
-    assert NOT_YET <= names and len(names) == 39  # every case but the two errors is reproduced
+    assert NOT_YET <= names and len(names) == 46  # every case but the three errors is reproduced
 
 
 # ------------------------------------------------------------------------------------------------ other trainers
-def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None):
+def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None, group_ids=None):
     """Stage 4 (``weigh_loss`` then ``weigh_policy``) on the case's tensors, π_θ = ``lp``: the rollout correction
     and its rejection mask, the aggregation weights (a rejected token still counted under
-    ``rejected_tokens_counted``), the policy gradient, the IS weights. (correction, mask after rejection, grad)."""
+    ``rejected_tokens_counted``; ``group_ids``: the prompt groups), the policy gradient, the IS weights.
+    (correction, mask after rejection, grad)."""
     bypass = cfg.policy_ratio_base == "rollout"
     corr = None
     if cfg.rollout_is is not None or cfg.rollout_rs:
         corr = rollout_correction(lp if bypass else old, rollout, mask, cfg)
     keep = corr.keep if corr is not None and corr.keep is not None else torch.ones_like(mask, dtype=torch.bool)
     after = mask * keep
-    agg = token_weights(mask if bypass or cfg.rejected_tokens_counted else after, cfg) * keep
+    agg = token_weights(mask if bypass or cfg.rejected_tokens_counted else after, cfg, group_ids) * keep
     is_w = corr.weights if corr is not None and not bypass else None
     if cfg.policy_loss in cfg.seq_mean_losses:
         agg = token_weights(after, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
@@ -208,12 +211,14 @@ SKYRL_REDUCTIONS = {
     "token_mean": "token-mean",
     "sequence_mean": "seq-mean-token-mean",
     "seq_mean_token_sum_norm": "seq-mean-token-sum-norm",
+    "prompt_mean": "prompt-mean-token-mean",
 }
 
 
 def _skyrl(p: dict) -> CreditConfig:
     """SkyRL's registered policy loss and loss_reduction (applied to the advantage: the same token weights);
-    regular = vanilla without dual clip; importance_sampling (−ρ·A summed) = cispo with nothing clipped;
+    regular = vanilla without dual clip; importance_sampling (−ρ·A summed) = cispo with nothing clipped; kl_cov's
+    kl_cov_frac = kl_cov_ratio; prompt_mean's groups = the index (its prompt boundaries are the index's runs);
     dppo's μ = the rollout log-probs when passed (bypass). off_policy_correction: TIS = rollout_is truncated;
     token / geometric / product masks = rollout_rs token_k1 / seq_mean_k1 / seq_sum_k1 (k1 bounds log(π_rollout/π_old)),
     the rejected tokens still counted (the reduction was fixed before)."""
@@ -233,6 +238,9 @@ def _skyrl(p: dict) -> CreditConfig:
         kw.update(policy_loss="masked_is", policy_ratio_base="rollout")
     elif t == "importance_sampling":
         kw.update(policy_loss="cispo", clip_ratio_low=1.0, clip_ratio_high=1e30)
+    elif t == "kl_cov":
+        c = cf["kl_cov"]
+        kw.update(policy_loss="kl_cov", kl_cov_ratio=c["kl_cov_frac"], ppo_kl_coef=c["ppo_kl_coef"])
     elif t == "dppo":
         d = cf["dppo"]
         kw.update(policy_loss="dppo_" + d["dppo_type"].removeprefix("binary_"))
@@ -282,17 +290,17 @@ def _primerl(p: dict) -> CreditConfig:
 
 
 def _tensors(file: str, x: dict):
-    """(log π_θ, log π_old, log π_rollout, advantages [B, T], loss mask) as each file names them."""
+    """(log π_θ, log π_old, log π_rollout, advantages [B, T], loss mask, log π_ref, group ids) as each file names
+    them (None where a file has no such input)."""
     if file.startswith("openrlhf"):
         mask, adv = tensor(x["response_mask"]), tensor(x["advantages"])
     elif file.startswith("trl"):
-        pass
         mask = tensor(x["mask"])
         adv = tensor(x["advantages"])[:, None].expand_as(mask)
     else:
         mask, adv = tensor(x["loss_mask"]), tensor(x["advantages"])
     rollout = x.get("inference_log_prob", x.get("rollout_log_prob"))
-    old, ref = x.get("old_log_prob"), x.get("ref_log_prob")
+    old, ref, index = x.get("old_log_prob"), x.get("ref_log_prob"), x.get("index")
     return (
         tensor(x["log_prob"]),
         tensor(old) if old is not None else None,
@@ -300,6 +308,7 @@ def _tensors(file: str, x: dict):
         adv,
         mask,
         tensor(ref) if ref is not None else None,
+        torch.tensor(index) if index is not None else None,
     )
 
 
@@ -321,15 +330,8 @@ def _not_reproduced(file: str, c: dict) -> str | None:
         t, red = p["policy_loss_type"], p["loss_reduction"]
         if t == "clip_cov":
             return "clip_cov picks its tokens at random (torch.randperm among the covariance-selected ones)"
-        if t == "kl_cov":
-            return (
-                "kl_cov adds coef·|log ρ| on the batch's top-k covariance tokens, summed without the reduction "
-                "(SkyRL scales only the advantage): no policy loss of the engine"
-            )
         if t == "cross_entropy":
             return "cross_entropy is SFT (−log π summed): advantages unused, not a policy loss"
-        if red == "prompt_mean":
-            return "prompt_mean averages per prompt group: no aggregation mode of the engine"
         if red == "token_mean_legacy":
             return "token_mean_legacy normalises per micro-batch: the engine aggregates the whole batch"
     elif c["inputs"].get("rl_weights") is not None:
@@ -340,7 +342,7 @@ def _not_reproduced(file: str, c: dict) -> str | None:
 OTHER_FILES = {  # file: (cases, reproduced, refused)
     "openrlhf_policy_loss.json": (29, 26, 2),
     "trl_policy_loss.json": (33, 33, 0),
-    "skyrl_policy_loss.json": (37, 30, 0),
+    "skyrl_policy_loss.json": (40, 36, 0),
     "primerl_policy_loss.json": (18, 17, 0),
 }
 OTHER_CASES = [  # the cases reproduced or refused; test_other_trainers_cases_are_reproduced_or_named counts the rest
@@ -368,8 +370,8 @@ def test_other_trainers_policy_loss_gradient(file: str, case: dict) -> None:
             _engine_grad(cfg, *_tensors(file, case["inputs"]))
         return
     cfg = CONFIGS[file](case)
-    lp, old, rollout, adv, mask, ref = _tensors(file, case["inputs"])
-    corr, _, grad = _engine_grad(cfg, lp, old, rollout, adv, mask, ref)
+    lp, old, rollout, adv, mask, ref, group_ids = _tensors(file, case["inputs"])
+    corr, _, grad = _engine_grad(cfg, lp, old, rollout, adv, mask, ref, group_ids)
     out = case["outputs"]
     assert_golden(grad, out["grad_log_prob"], what="d loss / d log_prob")
     if out.get("importance_sampling_ratio") is not None:  # TRL: [B, T] (token modes) or [B, 1] (sequence modes)
@@ -426,6 +428,15 @@ def test_the_gradient_is_the_derivative_of_the_loss_value(case: dict) -> None:
             rollout_rs_threshold=("0.5_2",),
         ),  # fmt: skip
         dict(profile="prime-rl", policy_loss="dppo_tv", policy_ratio_base="rollout", adv_tau=0.5, kl_tau=0.1),
+        dict(profile="verl", policy_loss="kl_cov", kl_cov_ratio=0.1, ppo_kl_coef=1.0, policy_ratio_base="rollout"),
+        dict(
+            profile="skyrl",
+            policy_loss="kl_cov",
+            kl_cov_ratio=0.2,
+            ppo_kl_coef=1.0,
+            policy_ratio_base="rollout",
+            loss_agg_mode="prompt-mean-token-mean",
+        ),  # fmt: skip
     ],
     ids=lambda f: f"{f['profile']}:{f.get('policy_loss', 'vanilla')}",
 )
@@ -442,7 +453,7 @@ def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None
     cfg = CreditConfig(**fields)
     res = compute_credit(batch, cfg, device="cpu")
     lp, rollout = batch.old_log_probs, batch.rollout_log_probs
-    _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state)
+    _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state, None, batch.group_ids)
     assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
     assert bool(grad.ne(0).any())
 
@@ -463,7 +474,10 @@ def test_the_ratio_one_shortcut_is_the_full_computation(profile: str) -> None:
         {"clip_ratio_high": 1.5},
         {"kl_loss_coef": 0.1},
         {"loss_agg_mode": "seq-mean-token-mean"},
+        {"kl_cov_ratio": 1.0, "ppo_kl_coef": 5.0},  # kl_cov: every token picked, a large penalty (0 at ratio 1)
     ]
+    if profile == "skyrl":
+        variants.append({"loss_agg_mode": "prompt-mean-token-mean"})
     checked = 0
     for loss in POLICY_LOSSES:
         for extra in variants:

@@ -141,6 +141,8 @@ def assert_close(actual, expected, atol=1e-9, rtol=1e-7, msg=""):
 def _config(profile: str, estimator: str, mode: str, agg: str, **kw) -> CreditConfig:
     if agg == "token-sum" and not CreditConfig(profile=profile).token_sum_supported:
         agg = "token-mean"  # that profile's verl has no token-sum
+    if agg == "prompt-mean-token-mean" and not CreditConfig(profile=profile).prompt_mean_supported:
+        agg = "token-mean"  # SkyRL's prompt_mean: profile skyrl only
     return CreditConfig(profile=profile, estimator=estimator, stepwise_mode=mode, loss_agg_mode=agg, **kw)
 
 

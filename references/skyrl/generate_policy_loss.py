@@ -391,6 +391,25 @@ def _case_specs():
             off_policy_correction=correction,
             rollout=True,
         )
+    # Added after the cases above (which keep their order and bytes): prompt_mean with a prompt group whose only
+    # row is fully masked, and kl_cov under reductions that scale rows differently (its covariance then ranks the
+    # scaled advantages, and its penalty stays outside the reduction).
+    add(
+        "regular/prompt_mean/dense",
+        "dense",
+        "PPO clip 0.2 / 0.2, loss_reduction prompt_mean (prompt 4 is row 10 alone, fully masked: it still counts)",
+        policy_loss_type="regular",
+        loss_reduction="prompt_mean",
+    )
+    for reduction in ("sequence_mean", "prompt_mean"):
+        add(
+            f"kl_cov_frac_0.3/{reduction}/dense",
+            "dense",
+            f"KL-Cov with kl_cov_frac 0.3, ppo_kl_coef 0.5, loss_reduction {reduction}",
+            policy_loss_type="kl_cov",
+            loss_reduction=reduction,
+            kl_cov={"kl_cov_frac": 0.3, "ppo_kl_coef": 0.5},
+        )
     return specs
 
 

@@ -10,7 +10,7 @@ byte for byte (`--check` compares instead of writing).
 What runs, all from the installed verl 0.9.1 (no stubs: `import verl` and the modules below load as shipped):
 
 * `verl.trainer.ppo.core_algos.get_policy_loss_fn(name)` for vanilla (PPO clip, clip-higher, dual clip), gspo,
-  cispo, sapo, geo_mean, gpg and bypass_mode, called with the keyword arguments the actor's loss passes
+  cispo, sapo, geo_mean, gpg, kl_cov and bypass_mode, called with the keyword arguments the actor's loss passes
   (`verl.workers.utils.losses.ppo_loss`, the loss of verl 0.9.1's engine workers; 0.9.1 has no dp_actor.py):
   `policy_loss_fn(old_log_prob=, log_prob=, advantages=, response_mask=response_mask.to(bool),
   loss_agg_mode=config.loss_agg_mode, config=config, rollout_is_weights=data.get("rollout_is_weights"))`, after
@@ -97,9 +97,10 @@ FORMAT = (
     "outputs={'error': 'ExcType: message'}. Per case: config = ActorConfig(strategy='fsdp', rollout_n=1, "
     "ppo_mini_batch_size=B, ppo_micro_batch_size_per_gpu=B, clip_ratio, clip_ratio_low, clip_ratio_high, "
     "clip_ratio_c, tau_pos, tau_neg, loss_agg_mode from params, policy_loss=PolicyLossConfig(loss_mode=params."
-    "loss_mode[, rollout_correction for bypass_mode])). When params.rollout_correction is not null and params."
-    "bypass_mode is false (decoupled mode), compute_rollout_correction_and_add_to_batch runs first on "
-    "inputs.old_log_prob / inputs.rollout_log_prob / inputs.response_mask: outputs.rollout_is_weights "
+    "loss_mode[, rollout_correction for bypass_mode][, params.policy_loss for kl_cov])). When "
+    "params.rollout_correction is not null and params.bypass_mode is false (decoupled mode), "
+    "compute_rollout_correction_and_add_to_batch runs first on inputs.old_log_prob / inputs.rollout_log_prob / "
+    "inputs.response_mask: outputs.rollout_is_weights "
     "(null when rollout_is is null) and outputs.response_mask_after (the rejection-masked mask) are what it put in "
     "the batch, outputs.rollout_corr_metrics its metrics. Then the policy loss runs as ppo_loss calls it "
     "(reference.glue) with config.global_batch_info = params.global_batch_info, response_mask = "
@@ -110,8 +111,10 @@ FORMAT = (
     "reads: vanilla clip_ratio, clip_ratio_low, clip_ratio_high, clip_ratio_c; gspo and cispo clip_ratio_low, "
     "clip_ratio_high (clip_ratio if None); sapo tau_pos, tau_neg (and always aggregates with seq-mean-token-mean, "
     "whatever loss_agg_mode says); geo_mean clip_ratio, clip_ratio_low, clip_ratio_high (ignores loss_agg_mode and "
-    "global_batch_info: torch.mean over rows); gpg none; bypass_mode policy_loss.rollout_correction, then vanilla's "
-    "fields (loss_type ppo_clip) or none (reinforce); all but geo_mean read global_batch_info. "
+    "global_batch_info: torch.mean over rows); gpg none; kl_cov policy_loss.kl_cov_ratio and "
+    "policy_loss.ppo_kl_coef (params.policy_loss, PolicyLossConfig's defaults 0.0002 and 0.1 included); "
+    "bypass_mode policy_loss.rollout_correction, then vanilla's fields (loss_type ppo_clip) or none (reinforce); "
+    "all but geo_mean read global_batch_info. "
     "Suggested tolerance: atol=1e-5, rtol=1e-5."
 )
 
@@ -127,11 +130,12 @@ DEFAULT_CFG = {
     "tau_neg": 1.05,
     "loss_agg_mode": "token-mean",
 }
+KL_COV_KEYS = ("kl_cov_ratio", "ppo_kl_coef")
 RC_KEYS = ("rollout_is", "rollout_is_threshold", "rollout_is_batch_normalize", "rollout_rs", "rollout_rs_threshold")
 
 
-def _config(loss_mode: str, cfg: dict, batch: int, rc: dict | None, bypass: bool) -> ActorConfig:
-    policy_loss = PolicyLossConfig(loss_mode=loss_mode)
+def _config(loss_mode: str, cfg: dict, batch: int, rc: dict | None, bypass: bool, pl: dict) -> ActorConfig:
+    policy_loss = PolicyLossConfig(loss_mode=loss_mode, **pl)
     if bypass:
         policy_loss = PolicyLossConfig(
             loss_mode=loss_mode, rollout_correction=RolloutCorrectionConfig(**rc, bypass_mode=True)
@@ -165,9 +169,12 @@ def _run(spec: dict, x: dict) -> tuple[dict, dict]:
         rcc = RolloutCorrectionConfig(**rc, bypass_mode=bypass)
         params["rollout_correction"] = {k: getattr(rcc, k) for k in (*RC_KEYS, "bypass_mode", "loss_type")}
     params["bypass_mode"] = bypass
+    if loss_mode == "kl_cov":  # the PolicyLossConfig fields kl_cov reads, its defaults included
+        pl = PolicyLossConfig(loss_mode=loss_mode, **spec["pl"])
+        params["policy_loss"] = {k: getattr(pl, k) for k in KL_COV_KEYS}
     outputs: dict = {}
     try:
-        config = _config(loss_mode, cfg, batch, None if rc is None else dict(rc), bypass)
+        config = _config(loss_mode, cfg, batch, None if rc is None else dict(rc), bypass, spec["pl"])
         mask = x["mask"]
         old = x["rollout"] if bypass else x["old"]
         weights = None
@@ -218,7 +225,16 @@ def _run(spec: dict, x: dict) -> tuple[dict, dict]:
 
 
 def _spec(
-    loss, fixture="multiturn_holes", drift="drift", adv="grpo", cfg=None, rc=None, bypass=False, gbi="trainer", note=""
+    loss,
+    fixture="multiturn_holes",
+    drift="drift",
+    adv="grpo",
+    cfg=None,
+    rc=None,
+    bypass=False,
+    gbi="trainer",
+    note="",
+    pl=None,
 ):
     return {
         "loss": loss,
@@ -230,6 +246,7 @@ def _spec(
         "bypass": bypass,
         "gbi": gbi,
         "note": note,
+        "pl": pl or {},  # PolicyLossConfig fields (kl_cov's)
     }
 
 
@@ -238,6 +255,7 @@ RD = "random_dense_seed0"
 CLIP_HIGHER = {"clip_ratio_low": 0.2, "clip_ratio_high": 0.28}
 GSPO_CLIP = {"clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4, "loss_agg_mode": "seq-mean-token-mean"}
 TIS_TOKEN = {"rollout_is": "token", "rollout_is_threshold": 2.0}
+KL_COV_SKYRL = {"kl_cov_ratio": 0.2, "ppo_kl_coef": 1.0}
 CASES = [
     # vanilla PPO
     _spec("vanilla", drift="ratio1", note="ratio 1 everywhere: no clipping, d loss/d log_prob = -A / n_tokens"),
@@ -364,6 +382,35 @@ CASES = [
         cfg={"loss_agg_mode": "seq-mean-token-sum"},
         note="reinforce: -A * log_prob * min(exp(log_prob - rollout), 2) (weights detached)",
     ),
+    # kl_cov (added after the cases above, which keep their order and bytes)
+    _spec(
+        "kl_cov",
+        drift="ratio1",
+        pl=KL_COV_SKYRL,
+        note="ratio 1: |log ratio| has gradient 0 at 0 (torch.abs), so d loss/d log_prob = -A / n_tokens",
+    ),
+    _spec("kl_cov", note="PolicyLossConfig's defaults: kl_cov_ratio 0.0002 selects max(1, int(n * 0.0002)) = 1 token"),
+    _spec("kl_cov", pl=KL_COV_SKYRL, note="kl_cov_ratio 0.2, ppo_kl_coef 1 (SkyRL's defaults): 20% of the tokens"),
+    _spec("kl_cov", drift="large", adv="normal", pl={"kl_cov_ratio": 0.1, "ppo_kl_coef": 0.5}),
+    _spec(
+        "kl_cov",
+        fixture=RD,
+        pl=KL_COV_SKYRL,
+        cfg={"loss_agg_mode": "seq-mean-token-mean"},
+        note="the covariance over every valid token of the batch (row 10 fully masked)",
+    ),
+    _spec(
+        "kl_cov",
+        drift="large",
+        pl=KL_COV_SKYRL,
+        rc=TIS_TOKEN,
+        note="the IS weights multiply the penalised token losses too",
+    ),
+    _spec(
+        "kl_cov",
+        pl={"kl_cov_ratio": 1.5},
+        note="kl_cov_ratio > 1: more tokens than the batch has (torch.topk raises)",
+    ),
 ]
 
 
@@ -372,6 +419,8 @@ def _case_name(spec: dict, params: dict) -> str:
     for key in ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "tau_pos", "tau_neg"):
         if params[key] != DEFAULT_CFG[key]:
             parts.append(f"{key}={params[key]}")
+    for key, value in params.get("policy_loss", {}).items():
+        parts.append(f"{key}={value}")
     rc = spec["rc"]
     if rc is not None:
         if spec["bypass"]:
@@ -402,6 +451,10 @@ LOSS_NOTES = {
     "says, row ratio = exp(masked mean of it), row advantage = masked mean of A, loss = mean over rows of "
     "-A_row * ratio_row (times the rows' geometric-mean rollout_is_weights)",
     "gpg": "compute_policy_loss_gpg: loss_t = -log_prob A; times rollout_is_weights; agg_loss",
+    "kl_cov": "compute_policy_loss_kl_cov: r = exp(log_prob - old) (not clamped); loss_t = -A r, plus ppo_kl_coef "
+    "|log_prob - old| on the top max(1, int(n_valid kl_cov_ratio)) valid tokens (torch.topk, flattened row-major) "
+    "by (A - mean A)(sg(log_prob) - mean sg(log_prob)) over the valid tokens of the batch, on the CPU; times "
+    "rollout_is_weights; agg_loss",
     "bypass_mode": "compute_policy_loss_bypass_mode: under no_grad compute_rollout_correction_and_rejection_mask("
     "old_log_prob=log_prob, rollout_log_prob=old_log_prob=rollout), then compute_policy_loss_vanilla with the "
     "rejection-masked mask and no weights (ppo_clip) or compute_policy_loss_reinforce with the weights (reinforce)",
@@ -441,8 +494,9 @@ def _reference() -> dict:
         "package": f"verl=={VERL_VERSION} (PyPI)",
         "path": FILES_RUN[0],
         "function": "get_policy_loss_fn(loss_mode)(...) (core_algos.py: compute_policy_loss_vanilla, _gspo, _cispo, "
-        "_sapo, _geo_mean, _gpg, _bypass_mode), after rollout_corr_helper.compute_rollout_correction_and_add_to_batch "
-        "(calls compute_rollout_correction_and_rejection_mask) in decoupled mode",
+        "_sapo, _geo_mean, _gpg, _kl_cov, _bypass_mode), after rollout_corr_helper."
+        "compute_rollout_correction_and_add_to_batch (calls compute_rollout_correction_and_rejection_mask) in "
+        "decoupled mode",
         "functions": {
             "policy_loss": "verl.trainer.ppo.core_algos.get_policy_loss_fn",
             "rollout_correction": "verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_add_to_batch "
