@@ -16,13 +16,13 @@ import torch
 from golden_utils import assert_golden, load_golden
 
 from engine import CreditConfig, TrajectoryBatch, compute_credit
+from engine.batch import TRACE_LENGTHS
 from engine.profiles import prime_rl_algorithm
 
 PRIMERL = "primerl_advantages.json"
 CASES = load_golden(PRIMERL)["cases"]
 # Why a case is not reproduced (CONVENTIONS.md §13): the inputs it needs are not in a batch.
 NOT_REPRODUCED = {
-    "grpo_length_penalty": "the length penalty reads provider usage (output, input tokens, turns) per trace",
     "rae": "RAE's baseline is a running average carried over from earlier training steps",
     "routing": "assign_advantages' per-token lists and their checks are the loader's business",
 }
@@ -36,8 +36,9 @@ def _scored(trace: dict) -> bool:
 
 def _batch(case: dict) -> tuple[TrajectoryBatch, list[torch.Tensor], list[dict]]:
     """The scored traces as rows: tokens = the nodes' tokens, action mask = sampled, reward on the last sampled
-    token, groups = the case's rollout group (hierarchical_grpo: its (agent, episode) keys). Also each row's
-    expected advantage per sampled token, and the outputs of the rows."""
+    token, groups = the case's rollout group (hierarchical_grpo: its (agent, episode) keys), trace lengths = the
+    trace's usage counts and turns. Also each row's expected advantage per sampled token, and the outputs of the
+    rows."""
     scoped = set(case["params"]["config"].get("episode_agents", ()))
     rows, keys, expected, outputs = [], [], [], []
     for episode in case["inputs"]["episodes"]:
@@ -60,7 +61,8 @@ def _batch(case: dict) -> tuple[TrajectoryBatch, list[torch.Tensor], list[dict]]
         attention[i, : len(r)] = 1.0
     scores = torch.zeros_like(action)
     last = (action * torch.arange(T)).argmax(-1)
-    rewards = [t["reward"] for e in case["inputs"]["episodes"] for t in e["traces"] if _scored(t)]
+    scored = [t for e in case["inputs"]["episodes"] for t in e["traces"] if _scored(t)]
+    rewards = [t["reward"] for t in scored]
     scores[torch.arange(len(rows)), last] = torch.tensor(rewards, dtype=torch.float32)
     group_of = {k: g for g, k in enumerate(dict.fromkeys(keys))}
     batch = TrajectoryBatch.from_tensors(
@@ -68,6 +70,7 @@ def _batch(case: dict) -> tuple[TrajectoryBatch, list[torch.Tensor], list[dict]]
         response_mask=action,
         attention_mask=attention,
         index=torch.tensor([group_of[k] for k in keys]),
+        trace_lengths=torch.tensor([[t[k] for k in TRACE_LENGTHS] for t in scored]),
     )
     return batch, expected, outputs
 
@@ -82,14 +85,16 @@ REPRODUCED = [c for c in CASES if _kind(c) not in NOT_REPRODUCED]
 
 def test_every_case_is_reproduced_or_named() -> None:
     kinds = {_kind(c) for c in CASES}
-    assert kinds - set(NOT_REPRODUCED) == {"grpo", "max_rl", "hierarchical_grpo"}
+    assert kinds - set(NOT_REPRODUCED) == {"grpo", "grpo_length_penalty", "max_rl", "hierarchical_grpo"}
     assert set(NOT_REPRODUCED) <= kinds
-    assert len(REPRODUCED) == 15 and len(CASES) == 28
+    assert len(REPRODUCED) == 23 and len(CASES) == 28
     assert load_golden(PRIMERL)["reference"]["commit"] == "559b44772e471d1538537b8805cc77f3824a5e64"
 
 
 def _config(case: dict, profile: str = "prime-rl") -> CreditConfig:
-    return CreditConfig(profile=profile, placement="as_given", **prime_rl_algorithm(case["params"]["algorithm"]))
+    params = case["params"]
+    fields = prime_rl_algorithm(params["algorithm"], params["config"].get("length_penalty"))
+    return CreditConfig(profile=profile, placement="as_given", **fields)
 
 
 @pytest.mark.parametrize("case", REPRODUCED, ids=[c["name"] for c in REPRODUCED])
