@@ -3,10 +3,11 @@
 A trajectory is rejected (with a ``RecordError`` naming the field) if: a segment has no tokens it should have,
 a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward or
 ``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), ``metadata.trace_lengths``
-is not an object of integer counts ≥ 0 within float32's range (``engine.batch.TRACE_LENGTHS``), a token id (response or
-prompt) is outside the tokenizer's vocabulary, the response has zero tokens, ``metadata.exclude_from_loss``
-(it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the free metadata could not be
-saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a string).
+is not an object of integer counts ≥ 0 within float32's range (``engine.batch.TRACE_LENGTHS``), a token id
+(response or prompt) is outside the tokenizer's vocabulary, the response has zero tokens,
+``metadata.exclude_from_loss`` (it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the
+free metadata could not be saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a
+string).
 
 ``text_mismatches`` finds segments whose token ids decode to other text than the text the file gave with them
 (the loader notes each, keeping the record: credit is computed on the ids).
