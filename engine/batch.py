@@ -11,7 +11,8 @@ A ``TrajectoryBatch`` holds B trajectories padded to T response tokens. Masks fo
 Structured rewards (KG-R1 style) are ``turn_rewards`` [B, K, C_turn] with ``turn_mask`` [B, K] (which turns
 exist: a KG-R1 placeholder turn exists even without tokens) and ``global_rewards`` [B, C_global], each with
 its component names. ``token_scores`` [B, T] holds per-token scores where a run already has them (verl's
-``token_level_scores``).
+``token_level_scores``). ``trace_lengths`` [B, 3] holds what prime-rl's length penalty reads of each row's trace
+(``TRACE_LENGTHS``: output tokens and final-sequence tokens from the provider's usage, and turns).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import torch
 from engine.scan import TurnSegments
 
 FLOAT = torch.float32
+# The columns of ``trace_lengths``, verifiers' ``Trace`` properties of the same names (engine.io.adapters.
+# verifiers_traces computes them from the written record).
+TRACE_LENGTHS = ("num_output_tokens", "num_total_tokens", "num_turns")
 
 
 def _fail(name: str, msg: str) -> None:
@@ -99,6 +103,8 @@ class TrajectoryBatch:
         global_rewards [B, C_global] or None with global_reward_names (C_global,); global_rewards_present
         [B, C_global] bool or None (all present): False where a row has no value for a component (a TRL reward
         function that returned None; its ``global_rewards`` entry is 0);
+        trace_lengths [B, 3] or None (``TRACE_LENGTHS``: the row's trace's output tokens, final-sequence tokens
+        and turns, each ≥ 0; prime-rl's length penalty);
         truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings.
     """
 
@@ -122,6 +128,7 @@ class TrajectoryBatch:
     global_rewards: torch.Tensor | None = None
     global_reward_names: tuple[str, ...] = ()
     global_rewards_present: torch.Tensor | None = None
+    trace_lengths: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     trajectory_ids: tuple[str, ...] = field(default=())
 
@@ -166,6 +173,12 @@ class TrajectoryBatch:
                 s(self, name, _as_float(name, getattr(self, name), (B, T), dev))
         if self.reward_baselines is not None:
             s(self, "reward_baselines", _as_float("reward_baselines", self.reward_baselines, (B,), dev))
+        if self.trace_lengths is not None:
+            lengths = _as_float("trace_lengths", self.trace_lengths, (B, len(TRACE_LENGTHS)), dev)
+            if bool((lengths < 0).any()):
+                bad = (lengths < 0).nonzero()[0].tolist()
+                _fail("trace_lengths", f"negative count {lengths[tuple(bad)].item()} at index {bad}")
+            s(self, "trace_lengths", lengths)
         self._check_structured(B, dev)
         if self.truncated is None:
             s(self, "truncated", torch.zeros(B, dtype=torch.bool, device=dev))

@@ -122,6 +122,15 @@ class CreditConfig:
         choices=("group", "batch"),
         label="GRPO std over",
     )
+    length_penalty: tuple[float, ...] | None = option(
+        None,
+        "GRPO: prime-rl's linear length penalty (algo.length_penalty, type linear), weights (w_out, w_in, w_turns) "
+        "≥ 0; prime-rl's defaults are (0.25, 0.1, 0.1). Before the group baseline each score becomes s − "
+        "mean_g(s)·(w_out·out/max_g out + w_in·in/max_g in + w_turns·turns/max_g turns), each maximum at least 1: "
+        "out = the trace's output tokens, in = its final-sequence tokens − out (the provider's usage), turns = its "
+        "sampled messages. Needs the batch's trace_lengths (the verifiers_traces loader). None = off, as prime-rl.",
+        label="length penalty",
+    )
     # reward shaping
     placement: str = option(
         "auto",
@@ -599,6 +608,17 @@ class CreditConfig:
         clip = self.reward_clip
         if clip is not None and not (len(clip) == 2 and clip[0] < clip[1]):
             raise ValueError(f"CreditConfig.reward_clip: expected (lo, hi) with lo < hi, got {self.reward_clip!r}")
+        if self.length_penalty is not None:
+            if len(self.length_penalty) != 3 or min(self.length_penalty) < 0:
+                raise ValueError(
+                    "CreditConfig.length_penalty: expected three weights ≥ 0 (w_out, w_in, w_turns), got "
+                    f"{self.length_penalty!r}"
+                )
+            if self.estimator != "grpo":
+                raise ValueError(
+                    f"CreditConfig.length_penalty: only estimator 'grpo' applies it (prime-rl's GRPOAlgorithm), "
+                    f"not {self.estimator!r}"
+                )
         if self.gdpo_reward_weights is not None and len(self.gdpo_reward_weights) != len(self.gdpo_reward_keys):
             raise ValueError("CreditConfig.gdpo_reward_weights: need one weight per gdpo_reward_keys entry")
 

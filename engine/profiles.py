@@ -249,11 +249,29 @@ PRIME_RL_ALGORITHMS: dict[str, dict[str, object]] = {
 }
 
 
-def prime_rl_algorithm(name: str) -> dict[str, object]:
-    """The ``CreditConfig`` fields for prime-rl's ``algo.type`` ``name``; use with ``profile="prime-rl"``."""
+# prime-rl's LinearLengthPenaltyConfig: its weights, in CreditConfig.length_penalty's order, and their defaults.
+PRIME_RL_LENGTH_PENALTY = {"num_output_tokens_weight": 0.25, "num_input_tokens_weight": 0.1, "num_turns_weight": 0.1}
+
+
+def prime_rl_algorithm(name: str, length_penalty: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The ``CreditConfig`` fields for prime-rl's ``algo.type`` ``name``; use with ``profile="prime-rl"``.
+
+    ``length_penalty``: grpo's ``[orchestrator.algo.length_penalty]`` table (``type = "linear"``, the three weights;
+    a weight left out takes prime-rl's default), or None (off, prime-rl's default)."""
     if name not in PRIME_RL_ALGORITHMS:
         raise ValueError(f"prime-rl algo.type {name!r} is not one of {list(PRIME_RL_ALGORITHMS)}")
-    return dict(PRIME_RL_ALGORITHMS[name])
+    fields = dict(PRIME_RL_ALGORITHMS[name])
+    if length_penalty is None:
+        return fields
+    if name != "grpo":
+        raise ValueError(f"prime-rl's length_penalty belongs to algo.type 'grpo', not {name!r}")
+    table = dict(length_penalty)
+    if table.pop("type", "linear") != "linear":
+        raise ValueError(f"prime-rl length_penalty type {length_penalty['type']!r}: only 'linear' exists")
+    if unknown := set(table) - set(PRIME_RL_LENGTH_PENALTY):
+        raise ValueError(f"prime-rl length_penalty: unknown field(s) {sorted(unknown)}")
+    weights = PRIME_RL_LENGTH_PENALTY | table
+    return fields | {"length_penalty": tuple(weights[k] for k in PRIME_RL_LENGTH_PENALTY)}
 
 
 # OpenRLHF's --advantage_estimator → the CreditConfig fields that compute it under profile="openrlhf"

@@ -27,6 +27,8 @@ class EstimatorInput:
     normalises them one by one); global_present [B, C] bool: which rows have a value (None: all).
     sum_pi_squared [B, T]: Σ_v π(v)² of the rollout policy at each token and
     rollout_is_weights [B, T]: truncated IS weights (the optimal-token-baseline estimators read these).
+    trace_lengths [B, 3]: each row's trace's output tokens, final-sequence tokens and turns (``engine.batch.
+    TRACE_LENGTHS``; GRPO's length penalty reads them), or None.
     outcome_tokens: how an outcome estimator's row advantage reaches the tokens (``cfg.outcome_tokens``: broadcast
     or reward_to_go); kl_rewards [B, T]: under reward_to_go, the in-reward KL term −β·KL·m that is added as a
     reward-to-go after the baseline (token_level_rewards then holds the scores before KL), else None.
@@ -49,6 +51,7 @@ class EstimatorInput:
     global_present: torch.Tensor | None = None
     sum_pi_squared: torch.Tensor | None = None
     rollout_is_weights: torch.Tensor | None = None
+    trace_lengths: torch.Tensor | None = None
     outcome_tokens: str = "broadcast"
     kl_rewards: torch.Tensor | None = None
     reward_clip: tuple[float, ...] | None = None

@@ -153,6 +153,7 @@ def estimator_input(
         global_present=batch.global_rewards_present,
         sum_pi_squared=batch.sum_pi_squared,
         rollout_is_weights=batch.rollout_is_weights,
+        trace_lengths=batch.trace_lengths,
         outcome_tokens=cfg.outcome_tokens,
         kl_rewards=kl_rewards,
         reward_clip=cfg.reward_clip,

@@ -13,9 +13,13 @@ from writers import prime_rl
 from writers.prime_rl import Rollout, Turn
 
 from engine import CreditConfig, compute_credit
+from engine.batch import TRACE_LENGTHS
 from engine.io import load_run
+from engine.io.adapters import verifiers_traces
 from engine.io.detect import detect_format
+from engine.io.reading.problems import RecordError
 from engine.lint import run_lints
+from engine.profiles import prime_rl_algorithm
 
 SYSTEM = "You are a calculator agent."
 
@@ -82,6 +86,8 @@ def test_detected_and_loaded_exactly(written):
         assert traj.global_rewards == {"reward": truth.reward}
         assert traj.metadata["truncated"] is truth.truncated
         assert traj.metadata["logged_advantages"] == [truth.advantage * m for m in truth.action_mask]
+        assert traj.metadata["trace_lengths"] == dict(zip(TRACE_LENGTHS, truth.lengths, strict=True))
+        assert batch.trace_lengths[i].tolist() == list(truth.lengths)
     assert [t.metadata["truncated"] for t in run.trajectories] == [False, False, False, True, False, False]
     assert batch.truncated.tolist() == [False, False, False, True, False, False]
     assert [t.global_rewards["reward"] for t in run.trajectories] == pytest.approx([1.2, 0.0, 1.1, 0.0, 1.2, 0.2])
@@ -104,6 +110,54 @@ def test_prime_advantages_equal_creditlens_under_matching_scheme(written):
     for i in range(batch.batch_size):
         assert torch.allclose(res.advantages[i][act[i]], logged[i].expand(int(act[i].sum())), atol=1e-5, rtol=0)
     assert run_lints(batch, PRIME_SCHEME, run=run, checks=["logged_advantage_mismatch"]) == []
+
+
+def test_length_penalty_reproduces_prime_rl(tmp_path):
+    """GRPO with the linear length penalty, scored by the writer as grpo.py does from the trace's usage and turns:
+    CreditLens reads the same counts from the record and gives the advantages prime-rl logged; without the penalty
+    the lint reports the rows it moved."""
+    weights = (0.25, 0.1, 0.1)
+    path, truths = prime_rl.write_step(str(tmp_path), 3, GROUPS, length_penalty=weights)
+    run = load_run(path).run
+    batch = run.to_batch()
+    scheme = CreditConfig(profile="prime-rl", **prime_rl_algorithm("grpo", {"type": "linear"}))
+    assert scheme.length_penalty == weights
+    res = compute_credit(batch, scheme, device="cpu")
+    act = batch.action_mask.bool()
+    for i, truth in enumerate(truths):
+        assert torch.allclose(res.advantages[i][act[i]], torch.tensor(truth.advantage), atol=1e-6, rtol=0)
+    assert run_lints(batch, scheme, run=run, checks=["logged_advantage_mismatch"]) == []
+    plain = CreditConfig(profile="prime-rl", **prime_rl_algorithm("grpo"))
+    (f,) = run_lints(batch, plain, run=run, checks=["logged_advantage_mismatch"])
+    assert f.count > 0
+
+
+def test_trace_lengths_follow_verifiers_properties():
+    """Trace.num_output_tokens sums the completion tokens of every branch's calls (a shared call once per branch),
+    num_total_tokens the last call with usage of each branch (cached input included), num_turns the sampled nodes;
+    a call without usage counts nothing, and the last call of a node wins."""
+    node = {"token_ids": [1], "mask": [True], "sampled": True}
+    nodes = [{"token_ids": [1], "mask": [False]}, node | {"parent": 0}, node | {"parent": 1}, node | {"parent": 1}]
+    calls = [
+        {"node": 1, "usage": {"prompt_tokens": 9, "completion_tokens": 99}},  # overwritten by the next call of node 1
+        {"node": 1, "usage": {"prompt_tokens": 5, "completion_tokens": 3, "cached_input_tokens": 2}},
+        {"node": 2, "usage": {"prompt_tokens": 10, "completion_tokens": 4}},
+        {"node": 3},  # no usage: branch 2's last usage is node 1's
+        {"usage": {"prompt_tokens": 100, "completion_tokens": 100}},  # on no node: in no branch
+    ]
+    trace = {"nodes": nodes, "calls": calls}
+    checked = [verifiers_traces._node(n, k) for k, n in enumerate(nodes)]
+    got = verifiers_traces.trace_lengths(trace, checked, "traces[0]")
+    # branches [0, 1, 2] and [0, 1, 3]: out = (3 + 4) + 3; total = (10 + 4) + (5 + 2 + 3); turns = 3 sampled nodes
+    assert got == {"num_output_tokens": 10, "num_total_tokens": 24, "num_turns": 3}
+    assert verifiers_traces.trace_lengths({"nodes": nodes}, checked, "t") == {
+        "num_output_tokens": 0,
+        "num_total_tokens": 0,
+        "num_turns": 3,
+    }
+    bad = {"nodes": nodes, "calls": [{"node": 1, "usage": {"prompt_tokens": -1, "completion_tokens": 1}}]}
+    with pytest.raises(RecordError, match="token count"):
+        verifiers_traces.trace_lengths(bad, checked, "t")
 
 
 def test_lint_reports_the_std_normalised_default(written):

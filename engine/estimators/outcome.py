@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.estimators.length_penalty import linear_length_penalty
 from engine.groups import dense_group_ids, group_stats
 from engine.masked import whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
@@ -82,7 +83,19 @@ def grpo_scalar(
     reference="verl core_algos.compute_grpo_outcome_advantage (Shao et al. 2024; Dr.GRPO: Liu et al. 2025)",
 )
 def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
+    """GRPO; with ``cfg.length_penalty`` the scores are first shaped by prime-rl's linear length penalty
+    (``engine.estimators.length_penalty``), whose intermediates join the extras."""
     scores = inp.token_level_rewards.sum(-1)
+    shaping = {}
+    if cfg.length_penalty is not None:
+        if inp.trace_lengths is None:
+            raise ValueError(
+                "length_penalty needs each trace's output tokens, final-sequence tokens and turns (the batch's "
+                "trace_lengths, which the verifiers_traces loader fills); the run lacks them"
+            )
+        shaping = {"unshaped_scores": scores}
+        scores, penalty = linear_length_penalty(scores, inp.group_ids, inp.trace_lengths, cfg.length_penalty)
+        shaping |= penalty
     a, ex = grpo_scalar(
         scores,
         inp.group_ids,
@@ -93,7 +106,7 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
         singleton=cfg.grpo_singleton,
         grid=cfg.group_sizes == "equal",
     )
-    return broadcast_rows(a, inp, ex)
+    return broadcast_rows(a, inp, ex | shaping)
 
 
 @register_estimator(

@@ -44,9 +44,10 @@ def logged_advantages(ctx: LintContext) -> tuple[torch.Tensor, torch.Tensor] | N
     explanation="""The run carries the trainer's own advantages (TRL's completions log, prime-rl / verifiers
     node advantages), and on the action tokens they differ from what CreditLens computes under the chosen scheme
     by more than LOGGED_ADVANTAGE_TOL = 1e-4. Either the scheme is not the trainer's (TRL divides by σ + 1e-4
-    with the unbiased std, verl by σ + 1e-6; reward weights the file did not hold; Dr.GRPO without the std) or
-    the data was read wrong (groups, rewards). Until they agree, CreditLens's picture is not the one the trainer
-    trained on: match the scheme (profile `trl` for TRL, or epsilon, std_ddof, global_weights) and look again.""",
+    with the unbiased std, verl by σ + 1e-6; reward weights the file did not hold; Dr.GRPO without the std;
+    prime-rl's GRPO with its length penalty) or the data was read wrong (groups, rewards). Until they agree,
+    CreditLens's picture is not the one the trainer trained on: match the scheme (profile `trl` for TRL, or
+    epsilon, std_ddof, global_weights, length_penalty) and look again.""",
     needs=("run",),
 )
 def logged_advantage_mismatch(ctx: LintContext):

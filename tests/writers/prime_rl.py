@@ -6,8 +6,8 @@ Sources:
   ``src/prime_rl/monitors/file.py`` ``FileMonitor.log_episodes`` opens ``rollouts/step_{step}/{kind}/{subset}/
   traces.jsonl`` for appending and writes ``orjson.dumps(episode.to_record(), default=str,
   option=OPT_APPEND_NEWLINE | OPT_SERIALIZE_NUMPY)`` per episode. ``src/prime_rl/orchestrator/algo/grpo.py``
-  ``GRPOAlgorithm.score_group`` (no length penalty): ``rewards = tensor([trace.reward ...], float32)``,
-  ``advantages = rewards - rewards.mean()`` over the group's trainable traces (``algo/base.py``
+  ``GRPOAlgorithm.score_group`` (optionally with the linear length penalty): ``rewards = tensor([trace.reward
+  ...], float32)``, ``advantages = rewards - rewards.mean()`` over the group's trainable traces (``algo/base.py``
   ``iter_trainable_traces``: skip ``has_error`` (= not ok) and ``agent.trainable`` false); ``algo/routing.py``
   ``assign_advantages(trace, scalar)`` gives every node with a True mask ``[scalar] * sum(mask)``.
 * PrimeIntellect-ai/verifiers, commit a60a606ecc4d309247edf9ff92c3eabca362781f (2026-08-21):
@@ -18,7 +18,10 @@ Sources:
   generation prompt + the sampled completion; ``mask`` True only on the completion; ``is_content``; ``logprobs``
   / ``advantages`` / ``reference_logprobs`` one per True mask entry); ``verifiers/v1/trace.py`` ``Trace``
   (``rewards: {name: {score, weight} | None}``, ``Trace.reward = Σ score·weight``, ``calls[].finish_reason``,
-  ``stop_condition``, ``ok``, ``agent.trainable``).
+  ``stop_condition``, ``ok``, ``agent.trainable``; ``calls[].usage`` (``types.py`` ``Usage``: ``prompt_tokens``,
+  ``completion_tokens``, ``cached_input_tokens``), which verifiers' training client fills with the prompt's and the
+  completion's token counts (``clients/train.py``); ``num_output_tokens`` / ``num_total_tokens`` / ``num_turns``,
+  what GRPO's length penalty reads).
 
 The models below re-state only the fields the writer serialises that the loader reads or that shape the record
 (the excluded raw-tensor fields are simply absent). Tokens come from CreditLens's offline Qwen2.5 tokenizer with
@@ -67,10 +70,17 @@ class Reward(BaseModel):
     weight: float = 1.0
 
 
+class Usage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    cached_input_tokens: int | None = None
+
+
 class ModelCall(BaseModel):
     node: int | None = None
     model: str | None = None
     finish_reason: str | None = None
+    usage: Usage | None = None
 
 
 class AgentInfo(BaseModel):
@@ -136,6 +146,7 @@ class Truth:
     reward: float
     truncated: bool
     advantage: float
+    lengths: tuple[int, int, int]  # num_output_tokens, num_total_tokens, num_turns
 
 
 @dataclass
@@ -190,8 +201,15 @@ def build_trace(tok, task: TraceTask, r: Rollout, seed: int) -> tuple[Trace, lis
     for k, turn in enumerate(r.turns):
         body = turn.completion + ("" if turn.length_limited else IM_END)
         add(Msg(role="assistant", content=turn.completion), "\n<|im_start|>assistant\n", body, True, "glue")
+        completion = sum(nodes[-1].mask)
+        usage = Usage(prompt_tokens=sum(len(n.token_ids) for n in nodes) - completion, completion_tokens=completion)
         calls.append(
-            ModelCall(node=len(nodes) - 1, model="toy", finish_reason="length" if turn.length_limited else "stop")
+            ModelCall(
+                node=len(nodes) - 1,
+                model="toy",
+                finish_reason="length" if turn.length_limited else "stop",
+                usage=usage,
+            )
         )
         if turn.tool is not None:
             text = f"<|im_start|>user\n<tool_response>\n{turn.tool}\n</tool_response>{IM_END}"
@@ -208,21 +226,48 @@ def build_trace(tok, task: TraceTask, r: Rollout, seed: int) -> tuple[Trace, lis
     return trace, roles
 
 
-def score_group(episodes: list[Episode]) -> None:
-    """GRPOAlgorithm.score_group without length penalty + assign_advantages(trace, scalar)."""
+def lengths(trace: Trace) -> tuple[int, int, int]:
+    """verifiers' Trace.num_output_tokens, num_total_tokens, num_turns of a linear trace (one branch): Σ completion
+    tokens, the last call's prompt + completion tokens, the sampled nodes."""
+    output = sum(c.usage.completion_tokens for c in trace.calls)
+    last = trace.calls[-1].usage
+    return output, last.prompt_tokens + last.completion_tokens, sum(n.sampled for n in trace.nodes)
+
+
+def score_group(episodes: list[Episode], length_penalty: tuple[float, float, float] | None = None) -> None:
+    """GRPOAlgorithm.score_group (with ``length_penalty`` = the linear penalty's (w_out, w_in, w_turns), as grpo.py
+    computes it) + assign_advantages(trace, scalar)."""
     traces = [
         t for ep in episodes for t in ep.traces if t.ok and t.agent.trainable and any(any(n.mask) for n in t.nodes)
     ]
     rewards = torch.tensor([t.reward for t in traces], dtype=torch.float32)
     advantages = rewards - rewards.mean()
+    if length_penalty is not None:
+        output, total, turns = torch.tensor([lengths(t) for t in traces], dtype=rewards.dtype).unbind(-1)
+        inp = total - output
+        w_out, w_in, w_turns = length_penalty
+        frac = (
+            w_out * (output / output.max().clamp(min=1))
+            + w_in * (inp / inp.max().clamp(min=1))
+            + w_turns * (turns / turns.max().clamp(min=1))
+        )
+        shaped = rewards - rewards.mean() * frac
+        advantages = shaped - shaped.mean()
     for trace, adv in zip(traces, advantages.tolist(), strict=True):
         for node in trace.nodes:
             if any(node.mask):
                 node.advantages = [float(adv)] * sum(node.mask)
 
 
-def write_step(run_dir: str, step: int, groups: dict[str, list[Rollout]], failed: int = 0) -> tuple[str, list[Truth]]:
-    """Score each group like prime-rl's GRPO and append its episodes to the step's effective traces.jsonl.
+def write_step(
+    run_dir: str,
+    step: int,
+    groups: dict[str, list[Rollout]],
+    failed: int = 0,
+    length_penalty: tuple[float, float, float] | None = None,
+) -> tuple[str, list[Truth]]:
+    """Score each group like prime-rl's GRPO (with ``length_penalty``, if given) and append its episodes to the
+    step's effective traces.jsonl.
 
     ``failed``: that many extra episodes that errored before any trace (``ok`` false, no traces) are appended
     to the last group (they appear in the ``all`` subset; here they test the loader's refusal)."""
@@ -238,7 +283,7 @@ def write_step(run_dir: str, step: int, groups: dict[str, list[Rollout]], failed
             seed += 1
             trace, roles = build_trace(tok, task, r, seed)
             episodes.append((Episode(task=task, group=GroupInfo(id=gid), traces=[trace], ok=r.ok), roles))
-        score_group([ep for ep, _ in episodes])
+        score_group([ep for ep, _ in episodes], length_penalty)
         for ep, roles in episodes:
             trace = ep.traces[0]
             if not (trace.ok and trace.agent.trainable):
@@ -262,6 +307,7 @@ def write_step(run_dir: str, step: int, groups: dict[str, list[Rollout]], failed
                     reward=trace.reward,
                     truncated=trace.calls[-1].finish_reason == "length",
                     advantage=next(n.advantages[0] for n in trace.nodes if n.advantages),
+                    lengths=lengths(trace),
                 )
             )
         records = [ep for ep, _ in episodes]

@@ -28,6 +28,13 @@ What CreditLens makes of it:
   ``length``.
 * Logged advantages: node ``advantages`` spread onto the response tokens (0 elsewhere, as ``Branch.spread``)
   -> ``metadata.logged_advantages``.
+* Trace lengths (what prime-rl's GRPO length penalty reads, ``algo/grpo.py``) -> ``metadata.trace_lengths``
+  ``{num_output_tokens, num_total_tokens, num_turns}``, the trace's, on each of its rows, computed from the record
+  as verifiers' ``Trace`` properties compute them (``trace.py``): a branch's calls are those whose ``node`` is on
+  its path (the last call of a node wins); ``num_output_tokens`` = Σ over branches of their calls'
+  ``usage.completion_tokens``; ``num_total_tokens`` = Σ over branches of the last call with usage's
+  ``prompt_tokens + cached_input_tokens + completion_tokens``; a call without usage counts nothing (so no usage
+  at all gives 0, as verifiers); ``num_turns`` = the number of ``sampled`` nodes.
 * Skipped with a problem: an episode without traces, and traces prime-rl does not train (``ok`` false or
   ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too).
 """
@@ -165,6 +172,44 @@ def is_truncated(trace: Mapping) -> bool:
     return bool(calls and calls[-1].get("finish_reason") == "length")
 
 
+def _count(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RecordError(field, f"expected a token count (an integer ≥ 0), got {value!r}")
+    return value
+
+
+def _call_usage(call: Mapping, f: str) -> tuple[int, int] | None:
+    """(completion tokens, total tokens) of one call's provider ``usage`` (``Usage.total_tokens`` = prompt +
+    cached input + completion), or None when the call has none."""
+    usage = call.get("usage")
+    if usage is None:
+        return None
+    if not isinstance(usage, Mapping):
+        raise RecordError(f"{f}.usage", f"expected an object, got {type_name(usage)}")
+    prompt = _count(usage.get("prompt_tokens"), f"{f}.usage.prompt_tokens")
+    completion = _count(usage.get("completion_tokens"), f"{f}.usage.completion_tokens")
+    cached = usage.get("cached_input_tokens")
+    cached = 0 if cached is None else _count(cached, f"{f}.usage.cached_input_tokens")
+    return completion, prompt + cached + completion
+
+
+def trace_lengths(trace: Mapping, nodes: list[dict], f: str) -> dict[str, int]:
+    """verifiers' ``Trace.num_output_tokens``, ``num_total_tokens`` and ``num_turns`` of one trace record (module
+    docstring); ``nodes`` are its checked nodes."""
+    by_node: dict[int, tuple[int, int] | None] = {}
+    for j, call in enumerate(trace.get("calls") or []):
+        if not isinstance(call, Mapping):
+            raise RecordError(f"{f}.calls[{j}]", f"expected an object, got {type_name(call)}")
+        if call.get("node") is not None:  # Trace.branches: {c.node: c}, the last call of a node wins
+            by_node[_count(call["node"], f"{f}.calls[{j}].node")] = _call_usage(call, f"{f}.calls[{j}]")
+    output = total = 0
+    for path in _branches(nodes):
+        usages = [u for n in path if (u := by_node.get(n)) is not None]
+        output += sum(completion for completion, _ in usages)
+        total += usages[-1][1] if usages else 0
+    return {"num_output_tokens": output, "num_total_tokens": total, "num_turns": sum(n["sampled"] for n in nodes)}
+
+
 def _group(ep: Mapping, ctx: LoadContext, line: int | None) -> str:
     group = ep.get("group")
     if isinstance(group, Mapping) and group.get("id") is not None:
@@ -218,6 +263,7 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
             f"{len(paths)} branches loaded as {len(paths)} trajectories (one per prime-rl training sample); "
             "prime-rl's group baseline counts the trace once",
         )
+    lengths = trace_lengths(trace, nodes, f)
     rows = []
     for b, (path, before) in enumerate(paths):
         prompt_ids, segs, adv = _segments(nodes, path, before)
@@ -226,6 +272,7 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
             "episode_id": ep_id,
             "reward_components": scores,
             "reward_weights": weights,
+            "trace_lengths": dict(lengths),
         }
         if trace.get("metrics"):
             metadata["metrics"] = dict(trace["metrics"])

@@ -2,7 +2,9 @@
 
 Shapes: token_ids (int32), attention_mask, action_mask, turn_ids [B, T] (padding: 0, 0, 0, -1); old_log_probs,
 ref_log_probs, values, token_scores [B, T] or None; turn_rewards [B, K, C_turn] + turn_mask [B, K];
-global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B].
+global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B];
+reward_baselines [B] and trace_lengths [B, 3] when every trajectory's metadata has ``reward_baseline`` /
+``trace_lengths`` (``engine.batch.TRACE_LENGTHS``).
 
 Optional per-token tensors follow "all or nothing": present only if every trajectory has them (every model
 segment carries the array; tool segments without one count as 0). ``token_scores`` is the exception: present
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from engine.batch import TrajectoryBatch, factorize
+from engine.batch import TRACE_LENGTHS, TrajectoryBatch, factorize
 from engine.io.data.layout import has_per_token, per_token, token_layout
 from engine.io.data.model import TOKEN_DTYPE, Trajectory
 from engine.io.reading.problems import Problem
@@ -130,6 +132,7 @@ def build_batch(
                 release_free_memory()  # pyarrow's pool keeps freed buffers until asked
     turn, mask, turn_names, glob, global_names, present = _stack_rewards(trajs)
     baselines = [t.metadata.get("reward_baseline") for t in trajs]
+    lengths = [t.metadata.get("trace_lengths") for t in trajs]
     optional = {batch_name: _tensor(padded.get(name)) for name, batch_name in BATCH_FIELDS.items()}
     batch = TrajectoryBatch(
         token_ids=torch.from_numpy(token_ids),
@@ -147,6 +150,9 @@ def build_batch(
         global_rewards=None if glob is None else torch.from_numpy(glob),
         global_reward_names=global_names,
         global_rewards_present=None if present is None else torch.from_numpy(present),
+        trace_lengths=torch.tensor([[x[k] for k in TRACE_LENGTHS] for x in lengths], dtype=torch.float32)
+        if all(isinstance(x, dict) for x in lengths)
+        else None,
         truncated=torch.tensor([t.truncated for t in trajs], dtype=torch.bool),
         trajectory_ids=tuple(t.id for t in trajs),
         **optional,

@@ -2,10 +2,12 @@
 
 A trajectory is rejected (with a ``RecordError`` naming the field) if: a segment has no tokens it should have,
 a per-token array's length differs from the segment's token count, a per-token value is NaN/inf, a reward or
-``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), a token id (response or
-prompt) is outside the tokenizer's vocabulary, the response has zero tokens, ``metadata.exclude_from_loss``
-(it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the free metadata could not be
-saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a string).
+``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), ``metadata.trace_lengths``
+is not an object of integer counts ≥ 0 within float32's range (``engine.batch.TRACE_LENGTHS``), a token id
+(response or prompt) is outside the tokenizer's vocabulary, the response has zero tokens,
+``metadata.exclude_from_loss`` (it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the
+free metadata could not be saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a
+string).
 
 ``text_mismatches`` finds segments whose token ids decode to other text than the text the file gave with them
 (the loader notes each, keeping the record: credit is computed on the ids).
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from engine.batch import TRACE_LENGTHS
 from engine.io.data.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Segment, Trajectory
 from engine.io.reading.coerce import all_finite, as_float
 from engine.io.reading.problems import RecordError
@@ -72,6 +75,16 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
     baseline = traj.metadata.get("reward_baseline")
     if isinstance(baseline, (int, float)):  # becomes the batch's reward_baselines
         _check_number(as_float(baseline, "metadata.reward_baseline"), "metadata.reward_baseline")
+    lengths = traj.metadata.get("trace_lengths")
+    if lengths is not None:  # becomes the batch's trace_lengths
+        if not isinstance(lengths, dict):
+            raise RecordError("metadata.trace_lengths", f"expected an object of {list(TRACE_LENGTHS)}")
+        for name in TRACE_LENGTHS:
+            v = lengths.get(name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= FLOAT_MAX:
+                raise RecordError(
+                    f"metadata.trace_lengths.{name}", f"expected an integer ≥ 0 within float32's range, got {v!r}"
+                )
     for flag in ("exclude_from_loss", "truncated"):  # a "no" or a 2 must not quietly count as true
         if not isinstance(traj.metadata.get(flag, False), bool):
             raise RecordError(f"metadata.{flag}", "expected true or false")
