@@ -26,6 +26,7 @@ SHORT: dict[str, str] = {
     "norm_adv_by_std_in_grpo": "ns",
     "grpo_std_scope": "gs",
     "whiten_std": "ws",
+    "length_penalty": "lp",
     "policy_loss": "pol",
     "clip_ratio_low": "cl",
     "clip_ratio_high": "ch",
@@ -77,8 +78,8 @@ TUPLE_JOIN = "/"
 
 
 def _fmt(v) -> str:
-    if isinstance(v, tuple):  # rollout_rs, rollout_rs_threshold
-        return TUPLE_JOIN.join(v)
+    if isinstance(v, tuple):  # rollout_rs, rollout_rs_threshold, length_penalty
+        return TUPLE_JOIN.join(_fmt(x) for x in v)
     if isinstance(v, bool):
         return "1" if v else "0"
     if isinstance(v, float):
@@ -88,8 +89,10 @@ def _fmt(v) -> str:
 
 def _parse(field: str, text: str):
     default = getattr(_DEFAULT, field)
-    if text == "-":  # None (value_source, rollout_is, clip_ratio_c: no dual clip)
+    if text == "-":  # None (value_source, rollout_is, clip_ratio_c: no dual clip, length_penalty: off)
         return None
+    if field == "length_penalty":  # three weights
+        return tuple(float(x) for x in text.split(TUPLE_JOIN))
     if default is None:  # value_source, rollout_is: "-" is None
         return None if text in ("-", "") else text
     if isinstance(default, tuple):
@@ -197,6 +200,7 @@ def _piece(field: str, v) -> str:
         "norm_adv_by_std_in_grpo": lambda: "÷ group std" if v else "no std",
         "grpo_std_scope": lambda: "std over the batch" if v == "batch" else "std over the group",
         "whiten_std": lambda: "whitening ÷ std" if v else "whitening centres only",
+        "length_penalty": lambda: "no length penalty" if v is None else f"length penalty {_fmt(v)}",
         "policy_loss": lambda: f"{v} policy loss",
         "clip_ratio_low": lambda: f"ε_low = {v:g}",
         "clip_ratio_high": lambda: f"ε_high = {v:g}",

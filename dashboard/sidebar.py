@@ -312,6 +312,8 @@ def _scheme_controls(info: RunInfo):
                 help=FIELD_HELP["grpo_std_scope"],
                 width="stretch",
             )
+        if ss[cfg_key("estimator")] == "grpo" and info.has_trace_lengths:
+            _length_penalty_controls()
         if get_estimator(ss[cfg_key("estimator")]).whitened:
             st.toggle(config.label("whiten_std").capitalize(), key=cfg_key("whiten_std"), help=FIELD_HELP["whiten_std"])
         st.toggle(
@@ -416,6 +418,33 @@ def _policy_controls(info: RunInfo) -> None:
     )
     c2.text_input("IS threshold", key=cfg_key("rollout_is_threshold"), help=FIELD_HELP["rollout_is_threshold"])
     _rejection_controls()
+
+
+LENGTH_PENALTY_DEFAULT = (0.25, 0.1, 0.1)  # prime-rl's LengthPenaltyConfig defaults (CONFIG.md length_penalty)
+
+
+def _length_penalty_controls() -> None:
+    """prime-rl's length penalty (GRPO on a run that carries each trace's lengths): on or off, and its three
+    weights, prime-rl's defaults when first turned on."""
+    ss = st.session_state
+    committed = ss[cfg_key("length_penalty")]
+    committed = None if committed is None else tuple(committed)
+    if ss.get(K.LP_SHOWN, "unset") != committed or K.LP_ON not in ss:  # set elsewhere (a link, fit_scheme)
+        ss[K.LP_ON] = committed is not None
+        for key, w in zip(K.LP_WEIGHTS, committed or LENGTH_PENALTY_DEFAULT, strict=True):
+            ss[key] = float(w)
+        ss[K.LP_SHOWN] = committed
+    st.toggle("Length penalty (prime-rl)", key=K.LP_ON, on_change=_commit_length_penalty,
+              help=FIELD_HELP["length_penalty"])  # fmt: skip
+    if ss[K.LP_ON]:
+        for col, key, name in zip(st.columns(3), K.LP_WEIGHTS, ("w out", "w in", "w turns"), strict=True):
+            col.number_input(name, min_value=0.0, step=0.05, key=key, on_change=_commit_length_penalty)
+
+
+def _commit_length_penalty() -> None:
+    ss = st.session_state
+    value = tuple(float(ss[k]) for k in K.LP_WEIGHTS) if ss[K.LP_ON] else None
+    ss[cfg_key("length_penalty")] = ss[K.LP_SHOWN] = value
 
 
 def _rejection_controls() -> None:

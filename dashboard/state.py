@@ -44,6 +44,10 @@ class K:
     RS_THRESHOLDS = "sidebar.rs.thresholds"
     RS_SHOWN = "sidebar.rs.shown"  # the (options, thresholds) the two widgets were last filled from or committed
     RS_ERROR = "sidebar.rs.error"  # why what the widgets say is not applied, or absent
+    # prime-rl's length penalty: a toggle and three weights that write cfg.length_penalty (None when off)
+    LP_ON = "sidebar.lp.on"
+    LP_WEIGHTS = ("sidebar.lp.out", "sidebar.lp.in", "sidebar.lp.turns")
+    LP_SHOWN = "sidebar.lp.shown"  # the cfg.length_penalty the widgets were last filled from or committed
     # token view
     QUANTITY = "tokens.quantity"
     OVERLAYS = "tokens.overlays"
@@ -83,7 +87,7 @@ class K:
 
 
 # The credit-scheme fields the sidebar sets; each is a widget keyed "cfg.<field>", but for the rollout rejection's
-# two (K.RS_OPTIONS, K.RS_THRESHOLDS write them).
+# two (K.RS_OPTIONS, K.RS_THRESHOLDS write them) and the length penalty (K.LP_ON, K.LP_WEIGHTS).
 CFG_FIELDS = ("estimator", *schemes.SHORT)
 CFG_PREFIX = "cfg."
 
@@ -306,6 +310,10 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
             check_threshold("rollout_is_threshold", str(values["rollout_is_threshold"]))
         except ValueError:
             fixed["rollout_is_threshold"] = config.FIELDS["rollout_is_threshold"].default
+    # prime-rl's length penalty: GRPO only, on the trace lengths the verifiers traces carry
+    estimator = fixed.get("estimator", values["estimator"])
+    if values.get("length_penalty") is not None and (estimator != "grpo" or not getattr(info, "has_trace_lengths", 0)):
+        fixed["length_penalty"] = None
     if not getattr(info, "has_rollout_log_probs", False):  # the rollout correction needs both engines' log-probs
         for field, default in (("rollout_is", None), ("policy_ratio_base", "trainer"), ("rollout_rs", ()),
                                ("rollout_rs_threshold", ())):  # fmt: skip

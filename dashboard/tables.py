@@ -236,6 +236,8 @@ class RunInfo:
     flags: tuple[tuple[str, ...], ...] = ()
     # the trainer's and the rollout engine's log-probs both: the policy stage's rollout correction applies
     has_rollout_log_probs: bool = False
+    # each row's trace lengths (output tokens, input tokens, turns): prime-rl's length penalty applies
+    has_trace_lengths: bool = False
 
     @property
     def info_share(self) -> float:
@@ -278,6 +280,7 @@ def run_info(run, batch: TrajectoryBatch) -> RunInfo:
         has_values=batch.values is not None,
         has_log_probs=batch.old_log_probs is not None and batch.ref_log_probs is not None,
         has_rollout_log_probs=batch.old_log_probs is not None and batch.rollout_log_probs is not None,
+        has_trace_lengths=batch.trace_lengths is not None,
         has_turn_rewards=batch.turn_rewards is not None,
         has_global_rewards=batch.global_rewards is not None,
         has_token_scores=batch.token_scores is not None,

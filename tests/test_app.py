@@ -117,6 +117,13 @@ def test_scheme_codes_round_trip(code: str) -> None:
     assert schemes.encode(schemes.decode(code)) == code
 
 
+def test_scheme_code_carries_the_length_penalty() -> None:
+    cfg = CreditConfig(profile="prime-rl", estimator="grpo", length_penalty=(0.25, 0.1, 0.05))
+    assert schemes.encode(cfg) == "grpo,p:prime-rl,lp:0.25/0.1/0.05"
+    assert schemes.decode(schemes.encode(cfg)) == cfg
+    assert schemes.words(cfg) == "GRPO · prime-rl profile · length penalty 0.25/0.1/0.05"
+
+
 def test_scheme_code_carries_every_sidebar_field() -> None:
     cfg = CreditConfig(
         profile="search-r1",

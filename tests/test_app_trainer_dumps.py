@@ -110,3 +110,36 @@ def test_a_prime_rl_trace_log_opens_under_the_prime_rl_profile(tmp_path):
     assert "matches this scheme" in caption_text(at)  # prime-rl's logged advantage, 0
     at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl").run()
     assert "differs from this scheme (see Diagnostics)" in caption_text(at)  # verl gives the lone row its raw score
+
+
+def test_prime_rl_length_penalty_from_the_sidebar(tmp_path):
+    """A prime-rl run scored with the length penalty: its logged advantages match once the sidebar's length penalty
+    is on at prime-rl's defaults, the link carries it, and a scheme that cannot apply it drops it."""
+    from writers import prime_rl
+    from writers.prime_rl import Rollout, Turn
+
+    def rollout(answer: str, correct: float) -> Rollout:
+        return Rollout("You are terse.", "2+2?", [Turn(answer)], {"correct": (correct, 1.0)})
+
+    answers = [("4", 1.0), ("The answer is 4, since two plus two makes four.", 1.0), ("5", 0.0), ("It is 5.", 0.0)]
+    path, _ = prime_rl.write_step(
+        str(tmp_path), 1, {"g": [rollout(a, c) for a, c in answers]}, length_penalty=(0.25, 0.1, 0.1)
+    )
+    at = new_app({"page": "tokens"}, load=load_run(path))
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    no_errors(at, "prime-rl with length penalty")
+    assert "differs from this scheme (see Diagnostics)" in caption_text(at)  # the penalty is off
+    at.sidebar.toggle(key=K.LP_ON).set_value(True).run()
+    no_errors(at, "length penalty on")
+    assert [n.value for n in at.sidebar.number_input if n.key in K.LP_WEIGHTS] == [0.25, 0.1, 0.1]
+    assert at.session_state[cfg_key("length_penalty")] == (0.25, 0.1, 0.1)
+    assert "lp:0.25/0.1/0.1" in at.query_params["scheme"]
+    assert "matches this scheme" in caption_text(at)
+    at.sidebar.number_input(key=K.LP_WEIGHTS[0]).set_value(0.5).run()
+    assert at.session_state[cfg_key("length_penalty")] == (0.5, 0.1, 0.1)
+    assert "differs from this scheme (see Diagnostics)" in caption_text(at)
+    at.sidebar.selectbox(key=cfg_key("estimator")).set_value("rloo").run()  # GRPO only: dropped, no error
+    no_errors(at, "rloo")
+    assert at.session_state[cfg_key("length_penalty")] is None
+    assert not [t for t in at.sidebar.toggle if t.key == K.LP_ON]
