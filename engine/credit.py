@@ -290,6 +290,8 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
     gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1: compute the scheme instead).
     Run analytics varies the mode: one computation instead of one per mode."""
     cfg = res.config.replace(loss_agg_mode=mode)
+    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
+        return res.replace(config=cfg)
     kept = res.kept
     w = token_weights(res.count_mask, cfg, group_ids, None if bool(kept.all()) else kept.sum().clamp(min=1))
     if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
@@ -300,7 +302,7 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
         grad = effective
     elif cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
         raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
-    elif cfg.policy_loss != "geo_mean" and cfg.policy_loss not in cfg.seq_mean_losses:  # their own aggregation
+    elif cfg.policy_loss != "geo_mean":  # geo_mean aggregates by itself (a mean over rows)
         old = res.agg_weights
         grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)
     return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)

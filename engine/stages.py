@@ -302,12 +302,15 @@ def weigh_loss(
     else:
         count_mask = loss_mask
         w = token_weights(loss_mask, cfg, batch.group_ids, rows)
+    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
+        count_mask = loss_mask
+        w = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows=rows)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
     effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
-    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction, rows=rows)
+    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction)
     return LossWeights(
         row_scores, verdicts, kept, loss_mask, count_mask, w, effective, groups, turn_sums, sample_scores, policy
     )
@@ -326,13 +329,13 @@ def weigh_policy(
     effective: torch.Tensor,
     correction,
     shortcut: bool = True,
-    rows: torch.Tensor | None = None,
 ) -> PolicyWeights:
     """Stage 4's policy loss (``engine.policy``): π_θ is the trainer's log-probs (the first mini-batch of the
     update), π_old the trainer's own (decoupled) or the rollout engine's (``policy_ratio_base="rollout"``, verl's
     bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1. ``shortcut``: where
     ``engine.policy.unit_at_ratio_one`` says the loss leaves w · A as it is, hand back the effective weights
-    themselves (no [B, T] work; a test checks it against the full computation). ``rows``: as ``token_weights``."""
+    themselves (no [B, T] work; a test checks it against the full computation). ``agg``: the aggregation weights
+    (seq-mean-token-mean for the profile's ``seq_mean_losses``, whatever the mode)."""
     trainer, rollout = batch.old_log_probs, batch.rollout_log_probs
     bypass = cfg.policy_ratio_base == "rollout"
     if bypass and (trainer is None or rollout is None):
@@ -351,8 +354,6 @@ def weigh_policy(
         return PolicyWeights(mismatch if mismatch is not None else zeros, one, no, one, rejected, effective)
     lp = trainer if trainer is not None else torch.zeros_like(loss_mask)
     old = rollout if bypass else lp
-    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
-        agg = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows=rows)
     pg: PolicyGradient = policy_gradient(
         lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,
         ref_log_prob=batch.ref_log_probs,

@@ -161,3 +161,23 @@ def test_prompt_mean_weighs_each_prompt_group_alike() -> None:
         agg_weights(mask, "prompt-mean-token-mean")
     with pytest.raises(ValueError, match="does not exist in profile 'verl'"):
         CreditConfig(loss_agg_mode="prompt-mean-token-mean")
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [CreditConfig(estimator="grpo", policy_loss="sapo"), CreditConfig(profile="openrlhf", estimator="grpo",
+                                                                      group_sizes="any", policy_loss="gspo")],
+    ids=["verl-sapo", "openrlhf-gspo"],
+)  # fmt: skip
+def test_losses_with_their_own_aggregation_show_it_whatever_the_mode(cfg) -> None:
+    """verl's SAPO and OpenRLHF's GSPO aggregate seq-mean-token-mean whatever loss_agg_mode says: the weights the
+    result shows are those (each row's loss tokens 1/(n_i·G)), and another mode changes nothing."""
+    batch = load_run(sources.sample_path("lint_cases/policy")).run.to_batch()
+    res = compute_credit(batch, cfg.replace(loss_agg_mode="token-mean"), token_extras=False)
+    m = res.loss_mask
+    n = m.sum(-1, keepdim=True)
+    torch.testing.assert_close(res.agg_weights, m / n.clamp(min=1) / int((n > 0).sum()))
+    torch.testing.assert_close(res.effective_weights, res.agg_weights * res.advantages)
+    other = with_loss_agg_mode(res, "token-sum")
+    assert other.config.loss_agg_mode == "token-sum" and other.agg_weights is res.agg_weights
+    assert other.grad_weight is res.grad_weight
