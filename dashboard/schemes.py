@@ -267,6 +267,7 @@ CONVENTION_WORDS = {
     "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
     "reduction_on_advantages": {True: "yes (kl_cov's picks and penalty see it)", False: "no (the loss is aggregated)"},
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
+    "sequence_is_supported": {True: "exists", False: "does not exist"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},
 }
 # The fields ``differences`` names one by one, in this order (the rest: "also <field>, …").

@@ -231,7 +231,11 @@ def _fix_state(info: RunInfo) -> None:
     ss = st.session_state
     values = {f: ss[cfg_key(f)] for f in state.CFG_FIELDS}
     names = [e.name for e in services.available_estimators(info)]
-    ss.update({cfg_key(f): v for f, v in state.fit_scheme(values, info, names).items()})
+    fixed = state.fit_scheme(values, info, names)
+    reset, notes = state.refusal_fixes({**values, **fixed})  # e.g. a mode the newly chosen profile lacks
+    ss.update({cfg_key(f): v for f, v in {**fixed, **reset}.items()})
+    if notes:
+        ss[K.SCHEME_RESET] = notes
 
 
 def _scheme_controls(info: RunInfo):
@@ -251,6 +255,8 @@ def _scheme_controls(info: RunInfo):
     catalogue = {e.name: e for e in services.estimator_catalogue()}
     names = [e.name for e in services.available_estimators(info)]
     with st.expander("Credit scheme", expanded=True):
+        for note in ss.pop(K.SCHEME_RESET, []):
+            st.warning(state.md("{}", note), icon=":material/undo:")
         st.selectbox(
             "Profile",
             config.choices("profile"),

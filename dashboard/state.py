@@ -38,6 +38,7 @@ class K:
     URL_READ = "nav.url_read"
     LINK_PROBLEMS = "nav.link_problems"  # what the opening link asked for and did not get (shown until dismissed)
     SCHEME_RUN = "run.scheme_run"  # the run whose default scheme the sidebar was last set to (see sample_scheme)
+    SCHEME_RESET = "run.scheme_reset"  # what the sidebar last reset because the scheme refused it (shown once)
     # the sidebar's rollout rejection: its two widgets write cfg.rollout_rs / cfg.rollout_rs_threshold only when
     # together they make a valid scheme (verl needs a threshold per option, or one for all)
     RS_OPTIONS = "sidebar.rs.options"
@@ -322,6 +323,29 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
     for fix in scheme_fixes({k: values[k] for k in ("use_kl_in_reward", "placement")}, info.run_has):
         fixed[fix.field] = fix.used  # what the run cannot give (engine.runnable)
     return {k: v for k, v in fixed.items() if values[k] != v}
+
+
+def refusal_fixes(values: dict) -> tuple[dict, list[str]]:
+    """Sidebar ``values`` ({CreditConfig field: value}) that the config refuses because of one field's value (a
+    value another field rules out: token-sum under a profile without it, a sequence IS weight under OpenRLHF, ...):
+    that field back to its default, field by field until the scheme is valid. Returns (the fields that change,
+    what was reset and why, in the config's words). A refusal that names no sidebar field is left for the page to
+    report."""
+    fixed: dict = {}
+    notes: list[str] = []
+    for _ in range(len(values)):
+        try:
+            CreditConfig(**{**values, **fixed})
+            break
+        except ValueError as e:
+            hit = re.match(r"CreditConfig\.(\w+): ", str(e))
+            field = hit[1] if hit else None
+            if field not in values or field in fixed or field in ("estimator", "profile"):
+                break
+            fixed[field] = config.FIELDS[field].default
+            name = config.label(field)
+            notes.append(f"{name[:1].upper()}{name[1:]} reset to its default: {str(e).removeprefix(hit[0])}")
+    return fixed, notes
 
 
 def apply_run_scheme(run: str, has_values: bool, source: str = "") -> str:

@@ -358,6 +358,12 @@ class CreditConfig:
     token_sum_supported: bool | None = convention(
         "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."
     )
+    sequence_is_supported: bool | None = convention(
+        "Whether rollout_is='sequence' exists: one IS weight per sequence, the product of its tokens' ratios (verl, "
+        "TRL). OpenRLHF has none: its is_correction_level='seq' only gates whole rows by their geometric-mean ratio "
+        "(rollout_rs seq_mean_k1, or seq_mean_bkl/tv) and weighs each token by its own ratio, and it refuses "
+        "is_correction_mode='clip' at that level."
+    )
     prompt_mean_supported: bool | None = convention(
         "Whether loss_agg_mode='prompt-mean-token-mean' exists: a token mean within each prompt group, then the "
         "mean over the batch's groups (SkyRL's loss_reduction='prompt_mean'; the other trainers have no such mode)."
@@ -576,6 +582,12 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        if self.rollout_is == "sequence" and not self.sequence_is_supported:
+            raise ValueError(
+                f"CreditConfig.rollout_is: 'sequence' (one IS weight per sequence) does not exist in profile "
+                f"{self.profile!r}: its sequence level gates whole rows by their geometric-mean ratio (rollout_rs "
+                f"'seq_mean_k1') and weighs each token by its own ratio (rollout_is 'token')"
+            )
         if self.loss_agg_mode == "prompt-mean-token-mean" and not self.prompt_mean_supported:
             raise ValueError(
                 f"CreditConfig.loss_agg_mode: 'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile "

@@ -70,6 +70,7 @@ VERL = Profile(
         # ppo_loss sets global_batch_size = ppo_mini_batch_size × rollout.n (every row; ray_trainer._update_actor)
         seq_mean_rows="all",
         token_sum_supported=True,
+        sequence_is_supported=True,
         prompt_mean_supported=False,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
@@ -223,6 +224,7 @@ PROFILES: dict[str, Profile] = {
             rejected_tokens_counted=True,
             seq_mean_losses=("gspo",),
             seq_mean_rows="nonempty",
+            sequence_is_supported=False,
         ),
         # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
         VERL.derive(

@@ -113,3 +113,24 @@ def test_entropy_collapse_fires_on_the_collapsed_prompt_alone() -> None:
     batch = run.to_batch().select(rows)
     (f,) = run_lints(batch, CreditConfig(), checks=["entropy_collapse"])
     assert f.severity == "warning" and f.message.startswith("the trained tokens' mean entropy is 0.02 nats")
+
+
+def test_a_profile_that_refuses_a_chosen_value_resets_it_and_says_so() -> None:
+    # a sequence-level IS weight, then profile openrlhf, which has none: rollout IS back to off, with the reason
+    at = _tokens("grpo,ris:sequence")
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("openrlhf").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state[cfg_key("rollout_is")] is None
+    notes = [w.value for w in at.sidebar.warning]
+    assert len(notes) == 1 and notes[0].startswith("Rollout IS reset to its default\\: 'sequence' (one IS weight per")
+    # token-sum, then legacy verl, which lacks it: back to token-mean
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl").run()
+    at.sidebar.selectbox(key=cfg_key("loss_agg_mode")).set_value("token-sum").run()
+    at.sidebar.selectbox(key=cfg_key("profile")).set_value("verl-legacy").run()
+    no_errors(at, "verl-legacy after token-sum")
+    assert at.session_state[cfg_key("loss_agg_mode")] == "token-mean"
+    assert [w.value for w in at.sidebar.warning] == [
+        "Loss aggregation reset to its default\\: 'token-sum' does not exist in profile 'verl-legacy'"
+    ]
+    at.run()  # said once
+    assert not at.sidebar.warning

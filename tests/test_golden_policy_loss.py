@@ -165,7 +165,7 @@ def _openrlhf(p: dict) -> CreditConfig:
     elif gspo:
         kw.update(policy_ratio_base="rollout")
     elif gate == "ratio" and (level == "token" or mode == "clip"):
-        # OpenRLHF refuses seq + clip; CreditLens's nearest meaning is TRL's sequence_truncate (accepted, not refused)
+        # seq + clip: a sequence-level IS weight, which the openrlhf profile refuses as OpenRLHF does
         kw.update(rollout_is=level.replace("seq", "sequence"), rollout_is_threshold=band)
         kw.update(rollout_is_mode="truncate" if mode == "clip" else "mask")
     else:
@@ -323,10 +323,7 @@ CONFIGS = {
 def _not_reproduced(file: str, c: dict) -> str | None:
     """Why CreditLens does not reproduce case ``c`` of ``file`` (None: it does)."""
     p = c["params"]
-    if file.startswith("openrlhf"):
-        if p["is_correction_level"] == "seq" and p["is_correction_mode"] == "clip":
-            return "OpenRLHF refuses seq + clip; CreditLens reads it as TRL's sequence_truncate, which it accepts"
-    elif file.startswith("skyrl"):
+    if file.startswith("skyrl"):
         t, red = p["policy_loss_type"], p["loss_reduction"]
         if t == "clip_cov":
             return "clip_cov picks its tokens at random (torch.randperm among the covariance-selected ones)"
@@ -340,7 +337,7 @@ def _not_reproduced(file: str, c: dict) -> str | None:
 
 
 OTHER_FILES = {  # file: (cases, reproduced, refused)
-    "openrlhf_policy_loss.json": (29, 26, 2),
+    "openrlhf_policy_loss.json": (29, 26, 3),
     "trl_policy_loss.json": (33, 33, 0),
     "skyrl_policy_loss.json": (40, 36, 0),
     "primerl_policy_loss.json": (18, 17, 0),
