@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.io.adapters.generations import mask_segments
+from engine.io.data.model import Trajectory
 from engine.io.reading.coerce import as_mask, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.problems import RecordError
@@ -166,10 +167,8 @@ def _columns(rec: Mapping) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray
     return ids, mask, floats
 
 
-def convert(rec: object, ctx: LoadContext, line: int | None) -> object:
+def convert(rec: object, ctx: LoadContext, line: int | None) -> Trajectory:
     """One export record -> one trajectory (see the module doc)."""
-    from engine.io.data.model import Trajectory
-
     if not isinstance(rec, Mapping):
         raise RecordError(None, f"expected a JSON object per record, got {type_name(rec)}")
     missing = [k for k in ("schema_version", *COUNTERS, "env_name", *COLUMNS) if k not in rec]
@@ -249,7 +248,7 @@ def _file_notes(path: Path, ctx: LoadContext) -> None:
         )
 
 
-def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
+def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
     _file_notes(Path(path), ctx)
     for line, prefix, rec in iter_json_records(str(path), ctx):
         traj = ctx.attempt(line, prefix, convert, rec, ctx, line)
