@@ -12,12 +12,13 @@ import math
 import numpy as np
 import pytest
 import torch
-from writers.prime_rl_tokens import Sample, write_run
+from writers.prime_rl_tokens import Sample, materialize, write_run
 
 from engine import CreditConfig, compute_credit
 from engine.io import load_run
 from engine.io.data.logged import logged_advantage_tokens
 from engine.io.detect import detect_format
+from engine.io.text.tokenize import get_tokenizer
 from engine.lint import run_lints
 from engine.policy import policy_gradient
 
@@ -273,3 +274,25 @@ def test_dashboard_scheme_and_lint(run):
     run_.metadata.pop("no_rewards")  # the lint's guard is what keeps it quiet: without it, every row differs
     (finding,) = run_lints(batch, cfg, run=run_, checks=["logged_advantage_mismatch"])
     assert finding.count == 3  # the rows whose logged advantage is not 0 (tied's is 0)
+
+
+def test_ce_weights_are_noted_not_trained(tmp_path):
+    """A sample whose tool output carries a ce weight (ECHO-style observation prediction): prime-rl trains those
+    tokens with its ce loss although they are not in the loss mask; the load says so once and shows them as
+    context."""
+    p = PROMPT.format(q="2+2?")
+    parts = [(p, False), ("<tool_call>add(2,2)</tool_call>", True), (TOOL, False), ("4", True)]
+    smp = Sample("math", parts, 1.0, 7)
+    root = write_run(tmp_path, {0: {0: [[smp]]}})
+    n_prompt = len(records(root / "step_0" / "rank_0.jsonl")[0]["token_ids"])  # all tokens, to size the stream
+    smp2 = Sample("math", parts, 1.0, 7)
+    materialize(smp2, get_tokenizer())
+    smp2.ce_weights = [0.0 if m or i < smp2.mask.index(True) else 1.0 for i, m in enumerate(smp2.mask)]
+    assert len(smp2.ce_weights) == n_prompt and 0 < sum(smp2.ce_weights) < n_prompt
+    root2 = write_run(tmp_path / "ce", {0: {0: [[smp2]]}})
+    rec = records(root2 / "step_0" / "rank_0.jsonl")[0]
+    assert rec["ce_weights"] == smp2.ce_weights and rec["rl_weights"] == [None] * n_prompt
+    plain, ce = load_run(root / "step_0"), load_run(root2 / "step_0")
+    assert [p.field for p in plain.problems if p.field == "rl_weights"] == []
+    assert [p.field for p in ce.problems if p.field == "rl_weights"] == ["rl_weights"]
+    assert ce.run.trajectories == plain.run.trajectories

@@ -210,15 +210,16 @@ def convert(rec: object, ctx: LoadContext, line: int | None) -> Trajectory:
 
 
 def _component_notes(mask: np.ndarray, cols: dict[str, np.ndarray], ctx: LoadContext, line: int | None) -> None:
-    """Loss tokens that prime-rl trains with another loss than the RL one (a ce / ref_kl weight, an rl weight of
-    0) are shown as RL tokens here: said once per file."""
-    rl, ce, ref_kl = (cols[k] for k in WEIGHTS)
-    other = mask & (((rl == 0) & ~np.isnan(rl)) | ((ce != 0) & ~np.isnan(ce)) | ((ref_kl != 0) & ~np.isnan(ref_kl)))
-    if other.any():
+    """Tokens prime-rl trains with another loss than the RL one are said once per file: a loss token with an rl
+    weight of 0, and any token with a ce / ref_kl weight (``compute_loss``: their membership is weight != 0,
+    whatever the loss mask). CreditLens shows every loss_mask token as an RL token and no other as trained."""
+    rl, ce, ref_kl = (np.nan_to_num(cols[k], nan=d) for k, d in zip(WEIGHTS, (1.0, 0.0, 0.0), strict=True))
+    if (mask & (rl == 0)).any() or (ce != 0).any() or (ref_kl != 0).any():
         ctx.note(
             "rl_weights",
-            "loss tokens with an rl weight of 0 or a ce / ref_kl weight: prime-rl trains them with its ce or ref_kl "
-            "loss (compute_loss); CreditLens shows every loss_mask token as an RL token",
+            "tokens prime-rl trains with its ce or ref_kl loss (a ce / ref_kl weight, or an rl weight of 0 on a loss "
+            "token; compute_loss): CreditLens shows every loss_mask token as an RL token and no other token as "
+            "trained",
             line,
             once=f"{ctx.file}:components",
         )
