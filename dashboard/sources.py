@@ -54,6 +54,18 @@ FORMAT_SCHEMES: dict[str, tuple[dict[str, object], str]] = {
         "prime-rl's conventions (GRPO without the std, a lone row gets 0, tokens whose advantage is 0 leave the "
         "loss), so that CreditLens's advantages can equal the ones prime-rl logged (lint logged_advantage_mismatch)",
     ),
+    "prime_rl_tokens": (
+        {
+            "profile": "prime-rl",
+            "policy_loss": "dppo_tv",
+            "policy_ratio_base": "rollout",
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.2,
+        },
+        "prime-rl's default loss (DPPO-Binary-TV, the ratio against the inference log-probs, dppo_mask_low / high "
+        "0.2: set them to the run's), so that the ratio and the masked tokens are the ones prime-rl exported. The "
+        "export has no rewards or groups, so every advantage here is 0: prime-rl's own are in the token table",
+    ),
 }
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in
     "nemo_gym": ("grpo", "NeMo Gym rollouts train with GRPO (NeMo RL); their critic values are synthesized"),

@@ -3,6 +3,8 @@ response length limit that a lossy verl rollout dump needs."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_app import PAGES, new_app, no_errors
 from writers import verl as writer
@@ -143,3 +145,33 @@ def test_prime_rl_length_penalty_from_the_sidebar(tmp_path):
     no_errors(at, "rloo")
     assert at.session_state[cfg_key("length_penalty")] is None
     assert not [t for t in at.sidebar.toggle if t.key == K.LP_ON]
+
+
+def test_a_prime_rl_token_export_opens_under_prime_rl_dppo(tmp_path):
+    """A token export (no rewards, no groups) opens under prime-rl's default loss against the inference log-probs;
+    the token view shows the trainer's advantages and says why CreditLens's are 0; the policy views draw."""
+    from writers.prime_rl_tokens import Sample, write_run
+
+    prompt = "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    root = write_run(tmp_path, {2: {0: [[Sample("math", [(prompt, False), ("4<|im_end|>", True)], 0.5, 1)]]}})
+    at = new_app({"page": "tokens"}, load=load_run(root / "step_2" / "rank_0.jsonl"))
+    at.run()
+    at.switch_page(PAGES["tokens"]).run()
+    no_errors(at, "prime-rl token export")
+    ss = at.session_state
+    assert (ss[cfg_key("profile")], ss[cfg_key("policy_loss")], ss[cfg_key("policy_ratio_base")]) == (
+        "prime-rl",
+        "dppo_tv",
+        "rollout",
+    )
+    assert "This run opens with profile `prime-rl`" in caption_text(at)
+    assert "mean over action tokens +0.5" in caption_text(at) and "the run holds no rewards" in caption_text(at)
+    assert "train/inference mismatch" in at.selectbox(key=K.QUANTITY).options
+    assert "entropy" in at.selectbox(key=K.QUANTITY).options
+    worst = at.dataframe[0].value  # the run's most mismatched tokens: π_trainer / π_rollout is prime-rl's ratio
+    exported = json.loads((root / "step_2" / "rank_0.jsonl").read_text())
+    ratios = {round(r, 5) for r, m in zip(exported["importance_ratio"], exported["loss_mask"], strict=True) if m}
+    assert len(worst) and {round(float(r), 5) for r in worst["π_trainer / π_rollout"]} <= ratios
+    for page in ("analytics", "overview"):
+        at.switch_page(PAGES[page]).run()
+        no_errors(at, page)

@@ -428,12 +428,33 @@ def nemo_record(draw, k: int) -> dict:
     return rec
 
 
+@st.composite
+def prime_tokens_record(draw, k: int) -> dict:
+    """A prime-rl token export record (``tests/writers/prime_rl_tokens.py``): columns aligned, a loss token."""
+    n = draw(st.integers(1, 12))
+    start = draw(st.integers(0, n - 1))
+    mask = [i == start or (i > start and draw(st.booleans())) for i in range(n)]
+    rec = {"schema_version": 1, "step": draw(st.integers(0, 3)), "rank": draw(st.integers(0, 1)), "micro_step": 0}
+    rec |= {"micro_sequence_idx": k, "export_sequence_idx": k, "env_name": draw(st.one_of(st.none(), text))}
+    rec |= {"token_ids": token_ids(draw, n), "position_ids": list(range(n)), "loss_mask": mask}
+    for key in ("advantages", "entropy", "mismatch_kl", "log_importance_ratio", "importance_ratio", "prob_delta"):
+        rec[key] = floats(draw, n)
+    for key in ("inference_logprobs", "trainer_logprobs"):
+        rec[key] = floats(draw, n, -1.0)
+    for key in ("is_masked", "is_masked_high", "is_masked_low"):
+        rec[key] = [None] * n if draw(st.booleans()) else [bool(v > 0) for v in floats(draw, n)]
+    for key in ("rl_weights", "ce_weights", "ref_kl_weights"):
+        rec[key] = [None] * n if draw(st.booleans()) else [float(abs(v) > 1) for v in floats(draw, n)]
+    return rec
+
+
 RECORDS = {
     "native": native_record,
     "verl_rollout": verl_rollout_record,
     "tagged_text": tagged_record,
     "rllm": rllm_record,
     "nemo_gym": nemo_record,
+    "prime_rl_tokens": prime_tokens_record,
 }
 
 
@@ -462,6 +483,11 @@ def expected_ids(fmt: str, rec: object, default: str, stem: str) -> list[str] | 
         return [str(rec[key]) if rec.get(key) is not None else default]
     if not isinstance(rec, dict):
         return None
+    if fmt == "prime_rl_tokens":
+        keys = ("step", "rank", "export_sequence_idx")
+        if not all(isinstance(rec.get(x), int) and not isinstance(rec.get(x), bool) for x in keys):
+            return None
+        return [f"step_{rec['step']}/rank_{rec['rank']}/{rec['export_sequence_idx']}"]
     if fmt == "nemo_gym":
         task, rollout = rec.get("_ng_task_index"), rec.get("_ng_rollout_index")
         return [f"{stem}/task-{task}/rollout-{rollout}" if task is not None and rollout is not None else default]

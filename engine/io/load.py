@@ -8,6 +8,8 @@ note, the record is kept). A directory loads every data file in it (sorted, suff
 every other entry but hidden files and documentation is named by a problem (``folder_entries``: subfolders,
 compressed files, files of other kinds), and a file that cannot be read (whatever it raises) is skipped whole
 with a problem naming it while the others load. Compressed files are refused by their content, not their name.
+A prime-rl ``token_exports`` folder reads the ``rank_R.jsonl`` files of its ``step_N`` folders too; the ``STABLE``
+markers beside them are not data and not reported (``adapters.prime_rl_tokens``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.io.adapters import get_adapter
+from engine.io.adapters import get_adapter, prime_rl_tokens
 from engine.io.data.batching import missing_field_problems
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
@@ -86,13 +88,18 @@ def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]
     files: list[Path] = []
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
+        if prime_rl_tokens.is_step_folder(p):  # prime-rl's token_exports/step_N: its rank files are the run's
+            more, skip = folder_entries(p)
+            files += more
+            skipped += skip
+            continue
         if p.is_dir():
             if not p.name.startswith("."):
                 reason = "subfolder not read: a folder load reads the files directly in it; load it on its own"
                 skipped.append((p, reason, "run"))
             continue
         data = is_data_name(p.name) and not p.name.startswith(".")  # readme.jsonl is data, .hidden.jsonl is not
-        if not data and is_doc_name(p.name):
+        if not data and (is_doc_name(p.name) or prime_rl_tokens.is_marker(p)):
             continue
         if not p.is_file():
             skipped.append((p, "skipped: not a regular file (a broken link, a pipe or a device)", "record"))

@@ -12,13 +12,19 @@ from engine.lint.context import LintContext, nof
 from engine.lint.model import register_check
 from engine.lint.thresholds import LOGGED_ADVANTAGE_TOL
 
+NO_REWARDS = "no_rewards"  # run metadata a loader sets when its format holds no rewards (prime-rl's token export)
+
 
 def logged_advantages(ctx: LintContext) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(logged [B, T], where [B, T] bool): the trainer's advantage on each action token that has one.
 
     A per-trajectory ``logged_advantage`` applies to every action token (GRPO-style broadcast); a per-token
-    ``logged_advantages`` list must have one value per response token (other lengths are not compared)."""
+    ``logged_advantages`` list must have one value per response token (other lengths are not compared). None
+    when the run says its format holds no rewards (``run.metadata["no_rewards"]``): CreditLens's advantages are then
+    0 whatever the scheme, and a difference would say nothing about it."""
     trajs = getattr(ctx.run, "trajectories", None)
+    if getattr(ctx.run, "metadata", {}).get(NO_REWARDS):  # nothing to recompute them from: not compared
+        return None
     if not trajs or len(trajs) != ctx.batch.batch_size:
         return None
     B, T = ctx.batch.batch_size, ctx.batch.num_tokens

@@ -13,6 +13,7 @@ from engine.io.adapters import (
     kgr1,
     native,
     nemo_gym,
+    prime_rl_tokens,
     rllm,
     roll_rollout,
     skyrl_eval,
@@ -105,6 +106,14 @@ ADAPTERS: dict[str, Adapter] = {
             "prime-rl / verifiers v1 episodes (traces.jsonl: message-graph nodes with token_ids, mask, logprobs)",
             verifiers_traces.read,
             verifiers_traces.sniff,
+        ),
+        Adapter(
+            prime_rl_tokens.NAME,
+            "prime-rl trainer token export (token_exports/step_N/rank_R.jsonl: one packed sample per line, "
+            "token ids, loss mask, trainer and inference log-probs, entropy, advantages)",
+            prime_rl_tokens.read,
+            prime_rl_tokens.sniff,
+            specific=True,
         ),
         Adapter(
             "slime_rollout",
