@@ -266,6 +266,7 @@ CONVENTION_WORDS = {
     "seq_mean_losses": {(): "none", ("sapo",): "SAPO", ("gspo",): "GSPO", ("gspo", "sapo"): "GSPO, SAPO"},
     "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
     "reduction_on_advantages": {True: "yes (kl_cov's picks and penalty see it)", False: "no (the loss is aggregated)"},
+    "kl_loss_agg": {"loss": "with the loss (loss_agg_mode)", "seq-mean-token-mean": "per row, mean over rows"},
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
     "sequence_is_supported": {True: "exists", False: "does not exist"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},

@@ -413,14 +413,17 @@ class CreditConfig:
     )
     kl_loss_coef: float = option(
         0.0,
-        "β of a KL(π_θ ‖ π_ref) loss term added to each token's loss, aggregated like it (verl actor.kl_loss_coef "
-        "with use_kl_loss; TRL beta). Needs the reference log-probs. 0 = off.",
+        "β of a KL(π_θ ‖ π_ref) loss term added to each token's loss, aggregated as kl_loss_agg says (verl "
+        "actor.kl_loss_coef with use_kl_loss; TRL beta; SkyRL kl_loss_coef with use_kl_loss). Needs the reference "
+        "log-probs. 0 = off.",
         within=NON_NEGATIVE,
     )
     kl_loss_type: str = option(
-        "low_var_kl", "The KL loss term's estimator (verl actor.kl_loss_type; TRL: k3 = low_var_kl).",
+        "low_var_kl",
+        "The KL loss term's estimator (verl actor.kl_loss_type; TRL: k3 = low_var_kl; SkyRL kl_estimator_type k1, "
+        "k2, k3, abs: the same names here).",
         choices=KL_PENALTY_NAMES,
-    )  # fmt: skip
+    )
     kl_loss_ratio_weighted: bool = option(
         False, "Weigh the KL loss term by the token ratio π_θ/π_old (TRL use_bias_correction_kl, its default)."
     )
@@ -471,6 +474,14 @@ class CreditConfig:
         "or only its loss zeroed, the counts unchanged (SkyRL's off-policy masks and OpenRLHF's mask mode act on "
         "the loss after the reduction's normaliser is fixed).",
         label="rejected tokens counted",
+    )
+    kl_loss_agg: str | None = convention(
+        "How the KL loss term (kl_loss_coef) is aggregated: loss (with the policy loss, by loss_agg_mode, on the "
+        "loss mask after rollout rejection: verl's use_kl_loss, TRL's beta) or seq-mean-token-mean (SkyRL's worker: "
+        "a token mean per row, then the mean over every row of the mini-batch, whatever loss_reduction says, on the "
+        "loss mask before its off-policy masks, so a masked token keeps its KL gradient).",
+        choices=("loss", "seq-mean-token-mean"),
+        label="KL loss aggregation",
     )
     policy_ratio_base: str = option(
         "trainer",

@@ -287,7 +287,8 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
     recomputed from the result's own loss mask and advantages exactly as ``compute_credit`` computes them; every
     other field is the same tensor. ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the
     ``ValueError`` the config or ``agg_weights`` raises for a mode the profile lacks, and a ``ValueError`` where the
-    gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1: compute the scheme instead).
+    gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1, or its KL loss, which keeps its own
+    aggregation: compute the scheme instead).
     Run analytics varies the mode: one computation instead of one per mode."""
     cfg = res.config.replace(loss_agg_mode=mode)
     if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
@@ -302,6 +303,8 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
         grad = effective
     elif cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
         raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
+    elif cfg.kl_loss_coef and cfg.kl_loss_agg != "loss":  # SkyRL's KL loss keeps its own weights: not a rescale
+        raise ValueError("a KL loss aggregated on its own (kl_loss_agg) does not follow the mode; recompute")
     elif cfg.policy_loss != "geo_mean":  # geo_mean aggregates by itself (a mean over rows)
         old = res.agg_weights
         grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)

@@ -27,7 +27,9 @@ Where the trainers differ from verl (CONVENTIONS.md §14), the profile's convent
 ``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``reduction_on_advantages`` (SkyRL: kl_cov's covariance of the
 reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which losses aggregate
 seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``).
-A is scaled by ``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref);
+A is scaled by ``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref),
+the latter aggregated with the loss or, under ``kl_loss_agg="seq-mean-token-mean"`` (SkyRL's worker), on its own:
+weight 1/(B·max(n_i, 1)) on the loss mask before rejection, whatever ``loss_agg_mode`` says (``kl_loss_weights``);
 TRL's off-policy sequence mask (``off_policy_mask_threshold``) drops rows with A < 0 that drifted too far.
 
 Rollout correction (``rollout_corr_helper``), from log π_old − log π_rollout (the train/inference mismatch, ±20):
@@ -169,20 +171,38 @@ def _rejection_keep(delta, mask, options: tuple[str, ...], specs: tuple[str, ...
 class PolicyGradient:
     """ratio [B, T]: the ratio the loss clips (GSPO: the row's sequence ratio); clipped [B, T] bool: the policy
     gradient is cut at this token; grad [B, T]: ∂loss_t/∂log π_t before aggregation and IS weights (geo_mean:
-    after, its own row mean); aggregated: whether ``grad`` already holds the aggregation."""
+    after, its own row mean); aggregated: whether ``grad`` already holds the aggregation; penalty [B, T]: the
+    penalty terms' gradient, aggregated with the loss; kl [B, T]: the KL loss term's gradient aggregated on its own
+    (``kl_loss_agg="seq-mean-token-mean"``), on its own mask."""
 
     ratio: torch.Tensor
     clipped: torch.Tensor
     grad: torch.Tensor
     aggregated: bool = False
     penalty: torch.Tensor | None = None
+    kl: torch.Tensor | None = None
 
     def weighted(self, agg: torch.Tensor, is_weights: torch.Tensor | None) -> torch.Tensor:
-        """∂L/∂log π per token: the policy gradient times the aggregation and the IS weights (unless aggregated
-        already), plus the penalty terms' gradient (``penalty``: KL terms, outside the IS weights) times the
-        aggregation."""
+        """∂L/∂log π per token from the loss: the policy gradient times the aggregation and the IS weights (unless
+        aggregated already), plus the penalty terms' gradient (``penalty``: KL terms, outside the IS weights) times
+        the aggregation. Without ``kl``, which ``total`` adds."""
         grad = self.grad if self.aggregated else self.grad * agg * (is_weights if is_weights is not None else 1.0)
         return grad if self.penalty is None else grad + self.penalty * agg
+
+    def total(self, agg: torch.Tensor, is_weights: torch.Tensor | None, mask: torch.Tensor) -> torch.Tensor:
+        """∂L/∂log π per token [B, T]: ``weighted`` on ``mask`` (0 elsewhere), plus ``kl`` where it is set (its own
+        mask: a token rollout rejection took out of ``mask`` keeps it)."""
+        grad = torch.where(mask.bool(), self.weighted(agg, is_weights), 0.0)
+        return grad if self.kl is None else grad + self.kl
+
+
+def kl_loss_weights(kl_mask: torch.Tensor, rows: torch.Tensor | float | None = None) -> torch.Tensor:
+    """SkyRL's KL loss aggregation [B, T] (``kl_loss_agg="seq-mean-token-mean"``; ``_forward_backward_micro``:
+    ``masked_mean(kl, loss_mask, dim=-1).mean()`` per micro-batch times the micro-batch's share of the rows):
+    w = m/(B·max(n_i, 1)) on ``kl_mask`` (the loss mask before the off-policy masks), B every row of the mini-batch
+    (a fully masked one too), or ``rows`` where rows were dropped from the trainer's batch."""
+    n = kl_mask.sum(-1, keepdim=True).clamp(min=1)  # (B, 1)
+    return kl_mask / (n * (rows if rows is not None else kl_mask.shape[0]))
 
 
 def policy_gradient(
@@ -195,6 +215,8 @@ def policy_gradient(
     agg: torch.Tensor | None = None,
     rollout_log_prob: torch.Tensor | None = None,
     ref_log_prob: torch.Tensor | None = None,
+    kl_mask: torch.Tensor | None = None,
+    rows: torch.Tensor | float | None = None,
 ) -> PolicyGradient:
     """The per-token derivative of ``cfg.policy_loss``'s token loss with respect to log π (see the module doc).
     ``agg`` [B, T]: the aggregation weights, needed where the loss is a function of the whole row (GSPO with
@@ -202,7 +224,9 @@ def policy_gradient(
     what TRL's off-policy sequence mask compares π_θ with (``old_log_prob`` without it); ``ref_log_prob``: the
     reference policy of the KL loss term (``kl_loss_coef``). Then the off-policy mask and the penalties:
     ``kl_tau``·(log ρ)² (prime-rl) and ``kl_loss_coef``·KL(π_θ‖π_ref) (TRL β, ratio-weighted under
-    ``kl_loss_ratio_weighted``), outside the IS weights."""
+    ``kl_loss_ratio_weighted``), outside the IS weights. Under ``kl_loss_agg="seq-mean-token-mean"`` the KL term is
+    aggregated here (``kl_loss_weights`` on ``kl_mask``, default ``mask``; ``rows``: the trainer's row count where
+    rows were dropped) and comes back as ``kl``, not in ``penalty``."""
     pg = _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg)
     grad, clipped, penalty = pg.grad, pg.clipped, None
     if cfg.off_policy_mask_threshold is not None:  # TRL OPSM: drop rows with A < 0 that drifted too far
@@ -226,6 +250,11 @@ def policy_gradient(
                 kl = kl * torch.exp(lp - old_log_prob)
             (dkl,) = torch.autograd.grad(kl.sum(), lp)
         term = cfg.kl_loss_coef * dkl
+        if cfg.kl_loss_agg == "seq-mean-token-mean":  # SkyRL: a token mean per row over its own mask, mean over rows
+            own_mask = kl_mask if kl_mask is not None else mask
+            return PolicyGradient(
+                pg.ratio, clipped, grad, pg.aggregated, penalty, term * kl_loss_weights(own_mask, rows)
+            )
         penalty = term if penalty is None else penalty + term
     return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty)
 

@@ -83,6 +83,7 @@ VERL = Profile(
         rejected_tokens_counted=False,
         reduction_on_advantages=False,
         seq_mean_losses=("sapo",),
+        kl_loss_agg="loss",
     ),
 )
 # Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
@@ -174,7 +175,7 @@ PROFILES: dict[str, Profile] = {
             "NovaSky-AI/SkyRL skyrl 0.3.0 ppo_utils",
             "verl's GRPO; RLOO gives a singleton 0 (as rloo_vectorized); REINFORCE++ resets its return at every "
             "hole and GAE runs over holes (older verl); adds MaxRL (÷ group mean); the loss reduction (prompt_mean "
-            "too) scales the advantages.",
+            "too) scales the advantages; the worker's KL loss is a token mean per row, averaged over the rows.",
             rloo_singleton="zero",
             reinforce_hole_mode="reset",
             gae_skip_holes=False,
@@ -183,6 +184,7 @@ PROFILES: dict[str, Profile] = {
             seq_mean_losses=(),
             prompt_mean_supported=True,
             reduction_on_advantages=True,
+            kl_loss_agg="seq-mean-token-mean",
         ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(

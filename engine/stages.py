@@ -310,7 +310,9 @@ def weigh_loss(
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
     effective = trained_adv.mul_(w)  # w · A in place: no second [B, T] temporary (peak memory)
     sample_scores = by_row_blocks(lambda r, m: (r * m).sum(-1), out.returns, masks.state)  # no [B, T] product
-    policy = weigh_policy(batch, cfg, out.advantages, loss_mask, w, effective, correction)
+    policy = weigh_policy(
+        batch, cfg, out.advantages, loss_mask, w, effective, correction, count_mask=count_mask, rows=rows
+    )
     return LossWeights(
         row_scores, verdicts, kept, loss_mask, count_mask, w, effective, groups, turn_sums, sample_scores, policy
     )
@@ -329,13 +331,17 @@ def weigh_policy(
     effective: torch.Tensor,
     correction,
     shortcut: bool = True,
+    count_mask: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
 ) -> PolicyWeights:
     """Stage 4's policy loss (``engine.policy``): π_θ is the trainer's log-probs (the first mini-batch of the
     update), π_old the trainer's own (decoupled) or the rollout engine's (``policy_ratio_base="rollout"``, verl's
     bypass mode, where the IS weights are not applied). Without log-probs the ratio is 1. ``shortcut``: where
     ``engine.policy.unit_at_ratio_one`` says the loss leaves w · A as it is, hand back the effective weights
     themselves (no [B, T] work; a test checks it against the full computation). ``agg``: the aggregation weights
-    (seq-mean-token-mean for the profile's ``seq_mean_losses``, whatever the mode)."""
+    (seq-mean-token-mean for the profile's ``seq_mean_losses``, whatever the mode). ``count_mask`` (default
+    ``loss_mask``) and ``rows``: the mask and the row count of a KL loss term aggregated on its own
+    (``kl_loss_agg``)."""
     trainer, rollout = batch.old_log_probs, batch.rollout_log_probs
     bypass = cfg.policy_ratio_base == "rollout"
     if bypass and (trainer is None or rollout is None):
@@ -356,9 +362,9 @@ def weigh_policy(
     old = rollout if bypass else lp
     pg: PolicyGradient = policy_gradient(
         lp, old, advantages, loss_mask, cfg, is_weights=is_w, agg=agg, rollout_log_prob=rollout,
-        ref_log_prob=batch.ref_log_probs,
+        ref_log_prob=batch.ref_log_probs, kl_mask=count_mask, rows=rows,
     )  # fmt: skip
-    grad = torch.where(loss_mask.bool(), -pg.weighted(agg, is_w), 0.0)
+    grad = -pg.total(agg, is_w, loss_mask)
     return PolicyWeights(
         mismatch if mismatch is not None else zeros,
         pg.ratio if bypass else _constant(loss_mask, 1.0),  # π_θ = π_old = the trainer's: 1 (up to exp(0))

@@ -181,3 +181,21 @@ def test_losses_with_their_own_aggregation_show_it_whatever_the_mode(cfg) -> Non
     other = with_loss_agg_mode(res, "token-sum")
     assert other.config.loss_agg_mode == "token-sum" and other.agg_weights is res.agg_weights
     assert other.grad_weight is res.grad_weight
+
+
+def test_a_kl_loss_with_its_own_aggregation_is_recomputed_per_mode() -> None:
+    """SkyRL's KL loss keeps its weights 1/(B·max(n_i, 1)) whatever the mode (kl_loss_agg), so a mode's gradient is
+    not the old one rescaled: with_loss_agg_mode refuses; verl's KL loss follows the mode and is rescaled exactly."""
+    from benchmarks.batches import synthetic_batch
+
+    batch = synthetic_batch(8, 12, group_size=4, seed=5)
+    for profile in ("skyrl", "verl"):
+        cfg = CreditConfig(profile=profile, estimator="grpo", kl_loss_coef=0.1)
+        base = compute_credit(batch, cfg, token_extras=False)
+        if profile == "skyrl":
+            with pytest.raises(ValueError, match="recompute"):
+                with_loss_agg_mode(base, "seq-mean-token-mean", batch.group_ids)
+            continue
+        want = compute_credit(batch, cfg.replace(loss_agg_mode="seq-mean-token-mean"), token_extras=False)
+        got = with_loss_agg_mode(base, "seq-mean-token-mean", batch.group_ids)
+        torch.testing.assert_close(got.grad_weight, want.grad_weight)

@@ -116,15 +116,16 @@ def test_not_yet_reproduced_is_named() -> None:
 def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None, group_ids=None):
     """Stage 4 (``weigh_loss`` then ``weigh_policy``) on the case's tensors, π_θ = ``lp``: the rollout correction
     and its rejection mask, the aggregation weights (a rejected token still counted under
-    ``rejected_tokens_counted``; ``group_ids``: the prompt groups), the policy gradient, the IS weights.
-    (correction, mask after rejection, grad)."""
+    ``rejected_tokens_counted``; ``group_ids``: the prompt groups), the policy gradient, the IS weights, and a KL loss
+    aggregated on its own (``kl_loss_agg``) on the counted mask. (correction, mask after rejection, grad)."""
     bypass = cfg.policy_ratio_base == "rollout"
     corr = None
     if cfg.rollout_is is not None or cfg.rollout_rs:
         corr = rollout_correction(lp if bypass else old, rollout, mask, cfg)
     keep = corr.keep if corr is not None and corr.keep is not None else torch.ones_like(mask, dtype=torch.bool)
     after = mask * keep
-    agg = token_weights(mask if bypass or cfg.rejected_tokens_counted else after, cfg, group_ids) * keep
+    counted = mask if bypass or cfg.rejected_tokens_counted else after
+    agg = token_weights(counted, cfg, group_ids) * keep
     is_w = corr.weights if corr is not None and not bypass else None
     if cfg.policy_loss in cfg.seq_mean_losses:
         agg = token_weights(after, cfg.replace(loss_agg_mode="seq-mean-token-mean"))
@@ -138,8 +139,9 @@ def _engine_grad(cfg: CreditConfig, lp, old, rollout, adv, mask, ref=None, group
         agg=agg,
         rollout_log_prob=rollout,
         ref_log_prob=ref,
+        kl_mask=counted,
     )
-    return corr, after, torch.where(after.bool(), pg.weighted(agg, is_w), 0.0)
+    return corr, after, pg.total(agg, is_w, after)
 
 
 def _openrlhf(p: dict) -> CreditConfig:
@@ -248,6 +250,8 @@ def _skyrl(p: dict) -> CreditConfig:
         if p["rollout_logprobs_passed"]:
             kw.update(policy_ratio_base="rollout")
     kw["loss_agg_mode"] = SKYRL_REDUCTIONS[p["loss_reduction"]]
+    if cf.get("use_kl_loss"):  # the worker's KL loss (SkyRL's k1/k2/k3/abs are CreditLens's estimators by those names)
+        kw.update(kl_loss_coef=cf["kl_loss_coef"], kl_loss_type=cf["kl_estimator_type"])
     if p["loss_reduction"] == "seq_mean_token_sum_norm":
         kw["loss_scale_factor"] = float(cf["max_seq_len"])
     oc = cf["off_policy_correction"]
@@ -339,7 +343,7 @@ def _not_reproduced(file: str, c: dict) -> str | None:
 OTHER_FILES = {  # file: (cases, reproduced, refused)
     "openrlhf_policy_loss.json": (29, 26, 3),
     "trl_policy_loss.json": (33, 33, 0),
-    "skyrl_policy_loss.json": (40, 36, 0),
+    "skyrl_policy_loss.json": (50, 46, 0),
     "primerl_policy_loss.json": (18, 17, 0),
 }
 OTHER_CASES = [  # the cases reproduced or refused; test_other_trainers_cases_are_reproduced_or_named counts the rest
@@ -453,6 +457,31 @@ def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None
     _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state, None, batch.group_ids)
     assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
     assert bool(grad.ne(0).any())
+
+
+@pytest.mark.parametrize("profile", ["verl", "skyrl"])
+def test_the_stage_aggregates_the_kl_loss_as_the_golden_mapping(profile: str) -> None:
+    """With a KL loss and a per-token rejection that fires, compute_credit's grad_weight is −_engine_grad's: under
+    skyrl the KL term keeps its own weights 1/(B·max(n_i, 1)) on the mask before rejection (a rejected token keeps
+    its KL gradient), under verl it is aggregated with the loss on the rejection-masked mask."""
+    from pathlib import Path
+
+    from engine import compute_credit
+    from engine.io.load import load_run
+    from engine.stages import masks_for
+
+    batch = load_run(Path(__file__).resolve().parents[1] / "sample_runs" / "lint_cases" / "policy").run.to_batch()
+    lp, rollout = batch.old_log_probs, batch.rollout_log_probs
+    ref = lp + 0.3 * torch.sin(torch.arange(lp.numel(), dtype=lp.dtype)).view_as(lp)  # a reference policy nearby
+    batch = batch.replace(ref_log_probs=ref)
+    cfg = CreditConfig(profile=profile, kl_loss_coef=0.1, rollout_rs=("token_k1",), rollout_rs_threshold=("0.8_1.25",))
+    res = compute_credit(batch, cfg, device="cpu")
+    mask = masks_for(batch, cfg).state
+    _, after, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, mask, ref, batch.group_ids)
+    assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
+    rejected = mask.bool() & ~after.bool()
+    assert bool(rejected.any())
+    assert bool(grad[rejected].ne(0).all()) == (profile == "skyrl")
 
 
 @pytest.mark.parametrize("profile", ["verl", "openrlhf", "trl", "skyrl", "prime-rl"])

@@ -17,13 +17,29 @@ Each case runs the two steps SkyRL 0.3.0 takes from advantages to the policy gra
    normalized_advantages, config=AlgorithmConfig, loss_mask=loss_mask, rollout_logprobs=...)` once per micro-batch
    (skyrl/backends/skyrl_train/workers/worker.py's forward_backward), every registered loss; each returns a SUM over
    tokens, and the micro-batch losses add (gradient accumulation; dp_size 1).
-outputs.grad_log_prob = d(sum of the micro-batch losses)/d log_probs (autograd). Not covered: the worker's KL loss
-term (use_kl_loss: kl_loss_coef * masked_mean(compute_approx_kl(log_probs, base_log_probs), loss_mask, -1).mean()
-per micro-batch) and entropy term, added outside the registry function, and advantage_batch_normalize.
+outputs.grad_log_prob = d(sum of the micro-batch losses)/d log_probs (autograd).
 
-The one stub is that of generate.py: the `skyrl.backends` package's __init__ (a re-export of the Tinker engine's
+The cases after those (named `*kl_loss*`) run step 2 through the worker itself, so that the KL-to-reference loss
+term comes in as SkyRL adds it: `PolicyWorkerBase.forward_backward(data)` (skyrl/backends/skyrl_train/workers/
+worker.py), unmodified, which splits the mini-batch into micro-batches (`get_microbatch_iterator`), and per micro-batch
+`_forward_backward_micro` computes the registered policy loss and, with use_kl_loss, kl_loss = masked_mean(
+compute_approx_kl(log_probs, base_action_log_probs, loss_mask, kl_estimator_type), loss_mask, dim=-1).mean() (a token
+mean per row, then the mean over the micro-batch's rows), and backpropagates policy_loss * dp_size + (kl_loss_coef *
+kl_loss - entropy term) * microbatch_weight, microbatch_weight = rows of the micro-batch / rows of the mini-batch.
+Not covered: the entropy term (use_entropy_loss, off in every case: CreditLens models no entropy loss),
+advantage_batch_normalize, and the Megatron worker (megatron_model_wrapper.py: the same KL term, scaled per
+micro-batch by num_microbatches / num_real_microbatches instead of the row share).
+
+Stubs: that of generate.py: the `skyrl.backends` package's __init__ (a re-export of the Tinker engine's
 AbstractBackend, whose pydantic TypedDicts need Python >= 3.12) is replaced by a bare package object whose __path__
-is the installed directory, so ppo_utils and everything it imports load from the installed files as shipped.
+is the installed directory, so ppo_utils and everything it imports load from the installed files as shipped. For the
+worker cases (`STUBS` lists them all): transformers and datasets (not installed) as modules of placeholders that
+raise when used (the worker's import chain names them; the path run never touches them); torch.cuda.current_device
+returns the CPU device (Experience.to_device); the worker object is PolicyWorkerBase made without __init__ (no Ray
+actor, no process group) carrying the attributes the two methods read: cfg (a real TrainerConfig), policy_loss_fn
+(the registry's), model (a stand-in for the language model: returns the rows of one log_prob leaf tensor picked by
+the row index written in sequences[:, 0], and zero entropy), strategy (backward = loss.backward(); all_reduce on one
+rank returns its input), mesh_rank.dp_size = 1, device_mesh, optimizer and scheduler (learning rate 0).
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ import dataclasses
 import hashlib
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import skyrl
@@ -50,6 +67,12 @@ EXECUTED = [
     "skyrl/backends/skyrl_train/utils/torch_utils.py",
     "skyrl/train/config/config.py",
 ]
+EXECUTED_WORKER = [  # the KL-loss cases also run these
+    "skyrl/backends/skyrl_train/workers/worker.py",
+    "skyrl/backends/skyrl_train/workers/worker_utils.py",
+    "skyrl/backends/skyrl_train/training_batch.py",
+    "skyrl/train/dataset/replay_buffer.py",
+]
 
 STUBS = [
     "sys.modules['skyrl.backends'] = a bare module with __path__ = [<installed skyrl>/backends] in place of "
@@ -59,6 +82,22 @@ STUBS = [
     "loguru: logger.disable('skyrl') (the 'recommended to use sequence_mean' warnings of gspo and sapo under "
     "another reduction are not printed; nothing else changes)",
     "torch.manual_seed(0) before every loss call (clip_cov draws torch.randperm from the global generator)",
+    "KL-loss cases: sys.modules['transformers'], ['transformers.modeling_utils'], "
+    "['transformers.modeling_flash_attention_utils'] and ['datasets'] = modules whose names (those the worker's import "
+    "chain reads: AutoConfig, AutoProcessor, AutoTokenizer, GenerationConfig, PreTrainedModel, PreTrainedTokenizer, "
+    "PreTrainedTokenizerBase, PreTrainedTokenizerFast, PretrainedConfig, _flash_attention_forward) are placeholders "
+    "that raise when called or instantiated (neither package is installed; forward_backward never uses them)",
+    "KL-loss cases: torch.cuda.current_device = a function returning torch.device('cpu') (the worker moves each "
+    "micro-batch to it); torch.autocast(device_type='cuda') then disables itself (CPU torch), so everything is float32",
+    "KL-loss cases: the worker is object.__new__(PolicyWorkerBase) (no Ray actor, no process group) with cfg = "
+    "TrainerConfig(algorithm=the case's AlgorithmConfig, micro_train_batch_size_per_gpu), policy_loss_fn = "
+    "PolicyLossRegistry.get(policy_loss_type), model = a torch.nn.Module standing in for the language model (returns "
+    "log_prob[sequences[:, 0]], the rows of the differentiated log_prob tensor named by the row index the harness "
+    "writes in column 0 of sequences, and entropy zeros), strategy = backward: loss.backward(), all_reduce: returns "
+    "its input (one rank), mesh_rank.dp_size = 1, device_mesh.get_group = None, optimizer None, scheduler lr 0.0; the "
+    "mini-batch is a real TrainingInputBatch (sequences [B, T + 1] with the row index, attention_mask ones, "
+    "action_log_probs = old, base_action_log_probs = ref, advantages = the reduced advantages, loss_mask and "
+    "response_mask = the mask, rollout_logprobs, metadata response_length = T)",
 ]
 
 _backends = types.ModuleType("skyrl.backends")
@@ -82,7 +121,12 @@ FORMAT = (
     "sum of the loss function's results over the micro-batches (one unless params.micro_batch_size < B), "
     "outputs.grad_log_prob = d loss / d log_prob (autograd), outputs.metrics = the metrics dict the loss function "
     "returned (a list of one dict per micro-batch). params.config holds every AlgorithmConfig field the reduction "
-    "and the loss read (sub-configs as dicts). Suggested tolerance: atol=1e-5, rtol=1e-5."
+    "and the loss read (sub-configs as dicts). The KL-loss cases (params.function PolicyWorkerBase.forward_backward) "
+    "also have inputs.ref_log_prob = base_action_log_probs (the reference model's), params.config's use_kl_loss, "
+    "kl_loss_coef, kl_estimator_type and use_entropy_loss; their outputs.loss is the worker's final_loss (the loss "
+    "it backpropagated, summed over the micro-batches) and outputs.metrics one dict: forward_backward's metrics "
+    "(policy_kl = the KL loss before kl_loss_coef, averaged over the micro-batches; policy_lr left out). Suggested "
+    "tolerance: atol=1e-5, rtol=1e-5."
 )
 
 NOTES = {
@@ -127,6 +171,74 @@ CORRECTION = (
     "geometric mean rho is outside [geo_mask_low, geo_mask_high], or whose product is outside [product_mask_low, "
     "product_mask_high]); the masks multiply loss_mask before the sum"
 )
+
+
+KL_LOSS = (
+    "The worker adds the KL loss (use_kl_loss): kl_loss_coef * masked_mean(compute_approx_kl(log_prob, ref_log_prob, "
+    "loss_mask, kl_estimator_type), loss_mask, dim=-1).mean() per micro-batch, times microbatch_weight = micro-batch "
+    "rows / mini-batch rows: a token mean per row (masked_mean clamps the count at 1), averaged over every row of the "
+    "mini-batch (a fully masked row too), whatever loss_reduction says; its mask is loss_mask before the off-policy "
+    "masks (those act inside the policy loss); k3: x = clamp(ref - lp, -20, 20), clamp(exp(x) - x - 1, -10, 10); "
+    "k1: lp - ref; k2: (lp - ref)^2 / 2; abs: |lp - ref|"
+)
+WORKER_STUBS = {
+    "transformers": (
+        "AutoConfig",
+        "AutoProcessor",
+        "AutoTokenizer",
+        "GenerationConfig",
+        "PreTrainedModel",
+        "PreTrainedTokenizer",
+        "PreTrainedTokenizerBase",
+        "PreTrainedTokenizerFast",
+        "PretrainedConfig",
+    ),
+    "transformers.modeling_flash_attention_utils": ("_flash_attention_forward",),
+    "transformers.modeling_utils": ("PreTrainedModel",),
+    "datasets": (),
+}
+
+
+def _placeholder(module: str, name: str):
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f"stub {module}.{name} used")
+
+    return type(name, (), {"__init__": refuse}) if name[0].isupper() else refuse
+
+
+def _worker_module():
+    """skyrl.backends.skyrl_train.workers.worker, imported with the placeholder modules of STUBS (once)."""
+    for module, names in WORKER_STUBS.items():
+        if module not in sys.modules:
+            stub = types.ModuleType(module)
+            for name in names:
+                setattr(stub, name, _placeholder(module, name))
+            sys.modules[module] = stub
+    torch.cuda.current_device = lambda: torch.device("cpu")
+    from skyrl.backends.skyrl_train.workers import worker
+
+    return worker
+
+
+class _Policy(torch.nn.Module):
+    """The language model's stand-in: the log-probs of the rows named in sequences[:, 0], and zero entropy."""
+
+    def __init__(self, log_prob: torch.Tensor):
+        super().__init__()
+        self.log_prob = log_prob
+
+    def forward(self, sequences, num_actions, **kwargs):
+        return self.log_prob[sequences[:, 0]], {"entropy": torch.zeros(sequences.shape)}
+
+
+class _Strategy:
+    """One rank: backward is loss.backward(); an all-reduce returns its input."""
+
+    def backward(self, loss, model, optimizer):
+        loss.backward()
+
+    def all_reduce(self, data, op="mean", group=None):
+        return data
 
 
 def _prompt_boundaries(index: list[int]) -> list[tuple[int, int]]:
@@ -228,6 +340,98 @@ def _run(p: dict, v: dict) -> tuple[dict, dict, dict]:
         "loss": total.item(),
         "grad_log_prob": log_prob.grad.tolist(),
         "metrics": metrics,
+    }
+    return params, inputs, outputs
+
+
+def _run_worker(p: dict, v: dict) -> tuple[dict, dict, dict]:
+    """A KL-loss case: the reduction as in _run, then PolicyWorkerBase.forward_backward on the mini-batch."""
+    worker = _worker_module()
+    from skyrl.backends.skyrl_train.training_batch import TrainingInputBatch
+
+    alg = dataclasses.replace(
+        _config(p), use_kl_loss=True, kl_loss_coef=p["kl_loss_coef"], kl_estimator_type=p["kl_estimator_type"]
+    )
+    assert not alg.use_entropy_loss
+    mask, advantages = v["mask"], v["advantages"]
+    batch, width = mask.shape
+    micro = p.get("micro_batch_size", batch)
+    trainer_cfg = dataclasses.replace(
+        config_module.TrainerConfig(), algorithm=alg, micro_train_batch_size_per_gpu=micro
+    )
+    boundaries = _prompt_boundaries(v["index"]) if alg.loss_reduction == "prompt_mean" else None
+    normalized = ppo_utils.apply_loss_reduction_to_advantages_minibatch(
+        advantages=advantages.clone(),
+        loss_mask=mask,
+        loss_reduction=alg.loss_reduction,
+        micro_batch_size=micro,
+        max_seq_len=alg.max_seq_len,
+        prompt_boundaries=boundaries,
+    )
+    log_prob = v["log_prob"].clone().requires_grad_(True)
+    rollout = v["rollout"] if p.get("rollout") else None
+    sequences = torch.zeros(batch, width + 1, dtype=torch.long)
+    sequences[:, 0] = torch.arange(batch)
+    data = TrainingInputBatch(
+        {
+            "sequences": sequences,
+            "attention_mask": torch.ones(batch, width + 1, dtype=torch.long),
+            "action_log_probs": v["old"].clone(),
+            "base_action_log_probs": v["ref"].clone(),
+            "advantages": normalized.clone(),
+            "loss_mask": mask.clone(),
+            "response_mask": mask.clone(),
+            "rollout_logprobs": None if rollout is None else rollout.clone(),
+        }
+    )
+    data.metadata = {"response_length": width}
+    policy = object.__new__(worker.PolicyWorkerBase)
+    policy.__dict__.update(
+        cfg=trainer_cfg,
+        policy_loss_fn=ppo_utils.PolicyLossRegistry.get(alg.policy_loss_type),
+        model=_Policy(log_prob),
+        strategy=_Strategy(),
+        mesh_rank=types.SimpleNamespace(dp_size=1),
+        device_mesh=types.SimpleNamespace(get_group=lambda name: None),
+        optimizer=None,
+        scheduler=types.SimpleNamespace(get_last_lr=lambda: [0.0]),
+    )
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # CPU torch: "CUDA is not available ... Disabling autocast"
+        result = worker.PolicyWorkerBase.forward_backward(policy, data)
+    config = _recorded_config(alg, alg.policy_loss_type)
+    config.update(
+        use_kl_loss=alg.use_kl_loss,
+        kl_loss_coef=alg.kl_loss_coef,
+        kl_estimator_type=alg.kl_estimator_type,
+        use_entropy_loss=alg.use_entropy_loss,
+    )
+    params = {
+        "policy_loss_type": alg.policy_loss_type,
+        "function": "PolicyWorkerBase.forward_backward",
+        "loss_reduction": alg.loss_reduction,
+        "micro_batch_size": micro,
+        "prompt_boundaries": None if boundaries is None else [list(b) for b in boundaries],
+        "rollout_logprobs_passed": rollout is not None,
+        "config": config,
+        "inputs_variant": v["description"],
+    }
+    inputs = {
+        "loss_mask": mask.tolist(),
+        "advantages": advantages.tolist(),
+        "index": v["index"],
+        "log_prob": v["log_prob"].tolist(),
+        "old_log_prob": v["old"].tolist(),
+        "rollout_log_prob": None if rollout is None else rollout.tolist(),
+        "ref_log_prob": v["ref"].tolist(),
+    }
+    metrics = {k: val for k, val in sorted(result.metrics.items()) if k != "policy_lr"}
+    outputs = {
+        "normalized_advantages": normalized.tolist(),
+        "loss": metrics["final_loss"],
+        "grad_log_prob": log_prob.grad.tolist(),
+        "metrics": [metrics],
     }
     return params, inputs, outputs
 
@@ -410,6 +614,69 @@ def _case_specs():
             loss_reduction=reduction,
             kl_cov={"kl_cov_frac": 0.3, "ppo_kl_coef": 0.5},
         )
+    # Added after the cases above: the worker's KL loss (PolicyWorkerBase.forward_backward), the same term under
+    # every reduction, micro-batches of unequal size, a fully masked row, and off-policy masks (which it ignores).
+    kl = dict(policy_loss_type="regular", kl_loss_coef=0.1, kl_estimator_type="k3", worker=True)
+    for reduction, variant in (("token_mean", "holes"), ("sequence_mean", "holes"), ("token_mean", "dense")):
+        add(
+            f"regular_kl_loss/{reduction}/{variant}",
+            variant,
+            f"PPO clip 0.2 / 0.2, loss_reduction {reduction}, KL loss k3 with kl_loss_coef 0.1",
+            **kl,
+            loss_reduction=reduction,
+        )
+    add(
+        "regular_kl_loss/prompt_mean/dense",
+        "dense",
+        "PPO clip 0.2 / 0.2, loss_reduction prompt_mean, KL loss k3 with kl_loss_coef 0.1",
+        **kl,
+        loss_reduction="prompt_mean",
+    )
+    add(
+        "regular_kl_loss/token_mean/holes_on_policy",
+        "holes_on_policy",
+        "PPO at ratio 1, loss_reduction token_mean, KL loss k3 with kl_loss_coef 0.1",
+        **kl,
+    )
+    add(
+        "regular_kl_loss_k1/token_mean/holes_large_drift",
+        "holes_large_drift",
+        "PPO clip 0.2 / 0.2, loss_reduction token_mean, KL loss k1 with kl_loss_coef 0.1, micro-batches of 4 rows "
+        "(4 + 2: two forward_backward micro-batches of unequal size)",
+        **{**kl, "kl_estimator_type": "k1"},
+        micro_batch_size=4,
+    )
+    add(
+        "regular_kl_loss_k2/seq_mean_token_sum_norm/holes",
+        "holes",
+        "PPO clip 0.2 / 0.2, loss_reduction seq_mean_token_sum_norm (max_seq_len 12), KL loss k2 with kl_loss_coef 0.1",
+        **{**kl, "kl_estimator_type": "k2"},
+        loss_reduction="seq_mean_token_sum_norm",
+        max_seq_len=12,
+    )
+    add(
+        "regular_kl_loss_abs/sequence_mean/holes_large_drift",
+        "holes_large_drift",
+        "PPO clip 0.2 / 0.2, loss_reduction sequence_mean, KL loss abs with kl_loss_coef 0.1",
+        **{**kl, "kl_estimator_type": "abs"},
+        loss_reduction="sequence_mean",
+    )
+    add(
+        "gspo_kl_loss/sequence_mean/holes",
+        "holes",
+        "GSPO with sequence_mean, KL loss k3 with kl_loss_coef 0.1",
+        **{**kl, "policy_loss_type": "gspo"},
+        loss_reduction="sequence_mean",
+    )
+    add(
+        "regular_off_policy_kl_loss/token_mask/holes_large_drift",
+        "holes_large_drift",
+        "PPO clip 0.2 with off_policy_correction: per-token mask [0.5, 2], KL loss k3 with kl_loss_coef 0.1 (the "
+        "masked tokens keep their KL gradient)",
+        **kl,
+        off_policy_correction={"token_mask_is_threshold_low": 0.5, "token_mask_is_threshold_high": 2.0},
+        rollout=True,
+    )
     return specs
 
 
@@ -419,13 +686,15 @@ def _build_cases() -> list[dict]:
     covered = set()
     for name, variant_name, p, note in _case_specs():
         v = variants[variant_name]
-        params, inputs, outputs = _run(p, v)
+        params, inputs, outputs = _run_worker(p, v) if p.get("worker") else _run(p, v)
         loss_type = params["policy_loss_type"]
         covered.add(loss_type)
         text = f"{note}. {NOTES[loss_type]}. Reduction ({params['loss_reduction']}): "
         text += f"{REDUCTIONS[params['loss_reduction']]}; the loss is sum_t l * loss_mask (after the corrections)"
         if p.get("off_policy_correction"):
             text += f". {CORRECTION}"
+        if p.get("worker"):
+            text += f". {KL_LOSS}"
         text += f". Inputs: {v['description']['note']}"
         cases.append({"name": name, "note": text, "params": params, "inputs": inputs, "outputs": outputs})
     registered = set(ppo_utils.PolicyLossRegistry.list_available())
@@ -444,10 +713,14 @@ def _reference() -> dict:
         "version": SKYRL_VERSION,
         "package": f"skyrl=={SKYRL_VERSION} (PyPI)",
         "path": EXECUTED[0],
-        "function": "apply_loss_reduction_to_advantages_minibatch, then PolicyLossRegistry.get(policy_loss_type)",
+        "function": "apply_loss_reduction_to_advantages_minibatch, then PolicyLossRegistry.get(policy_loss_type) "
+        "(the KL-loss cases: then workers/worker.py PolicyWorkerBase.forward_backward, which calls it and adds the KL "
+        "loss)",
         "functions": functions,
         "registered_policy_losses": sorted(functions),
-        "sha256": {rel: hashlib.sha256((root.parent / rel).read_bytes()).hexdigest() for rel in EXECUTED},
+        "sha256": {
+            rel: hashlib.sha256((root.parent / rel).read_bytes()).hexdigest() for rel in EXECUTED + EXECUTED_WORKER
+        },
         "torch": torch.__version__,
         "stubs": STUBS,
     }
