@@ -80,6 +80,8 @@ VERL = Profile(
         gspo_gradient="own_token",
         cispo_clip="one_plus",
         rejected_tokens_counted=False,
+        # RayPPOTrainer.fit: compute_rollout_correction_and_add_to_batch replaces response_mask before compute_advantage
+        rollout_rs_masks_advantages=True,
         reduction_on_advantages=False,
         seq_mean_losses=("sapo",),
     ),
@@ -96,7 +98,14 @@ _OLD_VERL = dict(
 )
 # rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
 # rLLM pins verl 0.7.1, whose default (legacy) actor calls agg_loss without global_batch_size: non-empty rows.
-_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean", seq_mean_rows="nonempty")
+# Its trainers call no rollout rejection before the advantages (the unified one computes IS weights only).
+_RLLM = dict(
+    turn_score_reduce="sum",
+    broadcast_reward="trajectory",
+    broadcast_read="mean",
+    seq_mean_rows="nonempty",
+    rollout_rs_masks_advantages=False,
+)
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -180,6 +189,7 @@ PROFILES: dict[str, Profile] = {
             seq_mean_rows="all",
             rejected_tokens_counted=True,
             seq_mean_losses=(),
+            rollout_rs_masks_advantages=False,
             prompt_mean_supported=True,
             reduction_on_advantages=True,
         ),
@@ -198,6 +208,7 @@ PROFILES: dict[str, Profile] = {
             gdpo_whiten="row",
             gspo_gradient="row",
             cispo_clip="epsilon_high",
+            rollout_rs_masks_advantages=False,
         ),
         # OpenRLHF's experience maker: baseline the scalar reward, then per-token KL, then cumulative returns.
         VERL.derive(
@@ -222,6 +233,7 @@ PROFILES: dict[str, Profile] = {
             gspo_gradient="row",
             rejected_tokens_counted=True,
             seq_mean_losses=("gspo",),
+            rollout_rs_masks_advantages=False,
             seq_mean_rows="nonempty",
         ),
         # prime-rl's orchestrator: r − group mean (no std), MaxRL ÷ the mean, zero-advantage tokens pruned.
@@ -235,6 +247,7 @@ PROFILES: dict[str, Profile] = {
             maxrl_form="prime_rl",
             zero_advantage_tokens="dropped",
             seq_mean_rows="nonempty",
+            rollout_rs_masks_advantages=False,
         ),
     )
 }
