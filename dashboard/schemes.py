@@ -265,6 +265,7 @@ CONVENTION_WORDS = {
     "cispo_clip": {"one_plus": "clip(ρ, 1 − ε_low, 1 + ε_high)", "epsilon_high": "min(ρ, ε_high)"},
     "seq_mean_losses": {(): "none", ("sapo",): "SAPO", ("gspo",): "GSPO", ("gspo", "sapo"): "GSPO, SAPO"},
     "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
+    "rollout_rs_masks_advantages": {True: "before the advantages", False: "in the loss only"},
     "reduction_on_advantages": {True: "yes (kl_cov's picks and penalty see it)", False: "no (the loss is aggregated)"},
     "kl_loss_agg": {"loss": "with the loss (loss_agg_mode)", "seq-mean-token-mean": "per row, mean over rows"},
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},

@@ -483,6 +483,14 @@ class CreditConfig:
         choices=("loss", "seq-mean-token-mean"),
         label="KL loss aggregation",
     )
+    rollout_rs_masks_advantages: bool | None = convention(
+        "Where rollout rejection sampling (rollout_rs, decoupled mode) acts: also on the advantages (verl: the "
+        "trainer swaps the rejection-masked response mask in before compute_advantage, so whitening, group "
+        "statistics, hole skipping and lengths leave the rejected tokens out, and a reward on a rejected token is "
+        "dropped) or on the loss only (SkyRL, OpenRLHF, TRL: their masks act inside the policy loss). Bypass mode "
+        "(policy_ratio_base='rollout') always leaves the advantages alone.",
+        label="rollout rejection acts",
+    )
     policy_ratio_base: str = option(
         "trainer",
         "What the PPO ratio divides by: trainer (decoupled: π_old = the trainer's log-probs, so the ratio is 1 on the "

@@ -2,6 +2,7 @@
 
 batch ─► (1) token scores: structured turn/global rewards placed on tokens  (``stages.place_scores``)
       ─► (2) in-reward KL: rewards = scores − β·KL(old‖ref)·m         (``stages.subtract_kl``)
+      ─►     verl's rollout rejection out of the advantage mask         (``stages.reject_before_advantages``)
       ─► (3) advantages: registered estimator, under an rLLM mode      (``stages.estimate``)
       ─► (4) loss mask, aggregation weights, effective weights         (``stages.weigh_loss``)
       ─► CreditResult (every intermediate, [B, T] or [B])
@@ -31,6 +32,7 @@ from engine.stages import (
     estimate,
     masks_for,
     place_scores,
+    reject_before_advantages,
     shown_kl,
     subtract_kl,
     token_weights,
@@ -98,7 +100,8 @@ class CreditResult:
 
     Stages 1–3 (fields): token_level_scores: rewards placed on tokens, before KL. token_level_rewards: scores −
     β·kl when in-reward KL is on, else the scores. values: the values GAE used (or None). returns, advantages: the
-    estimator's (under the rLLM mode). advantage_mask: the mask the estimator saw. extras: estimator
+    estimator's (under the rLLM mode). advantage_mask: the mask the estimator saw (less the tokens verl's
+    decoupled rollout rejection drops before the advantages, ``rollout_rs_masks_advantages``). extras: estimator
     intermediates (TD errors, advantages before whitening, baselines, step returns, …). notes: strings such as
     the value stand-in used and the placement resolved. metrics: floats (current KL, β after the update, …).
     seconds: the time spent computing so far (stages 1–3, then also the views once they are computed).
@@ -252,6 +255,7 @@ def compute_credit(
     masks = masks_for(batch, cfg)
     scores = place_scores(batch, cfg, masks)  # (1)
     rewards = subtract_kl(batch, cfg, scores, masks)  # (2)
+    masks = reject_before_advantages(batch, cfg, masks)  # verl's decoupled rollout rejection, before (3)
     out = estimate(batch, cfg, scores, rewards, masks)  # (3)
     values = out.extras.get("values", batch.values)  # the values GAE used (critic or stand-in)
     extras = out.extras

@@ -81,6 +81,8 @@ VERL = Profile(
         gspo_gradient="own_token",
         cispo_clip="one_plus",
         rejected_tokens_counted=False,
+        # RayPPOTrainer.fit: compute_rollout_correction_and_add_to_batch replaces response_mask before compute_advantage
+        rollout_rs_masks_advantages=True,
         reduction_on_advantages=False,
         seq_mean_losses=("sapo",),
         kl_loss_agg="loss",
@@ -98,7 +100,14 @@ _OLD_VERL = dict(
 )
 # rLLM: trajectory reward = Σ step rewards; the broadcast scalar is the mean over the last step's tokens.
 # rLLM pins verl 0.7.1, whose default (legacy) actor calls agg_loss without global_batch_size: non-empty rows.
-_RLLM = dict(turn_score_reduce="sum", broadcast_reward="trajectory", broadcast_read="mean", seq_mean_rows="nonempty")
+# Its trainers call no rollout rejection before the advantages (the unified one computes IS weights only).
+_RLLM = dict(
+    turn_score_reduce="sum",
+    broadcast_reward="trajectory",
+    broadcast_read="mean",
+    seq_mean_rows="nonempty",
+    rollout_rs_masks_advantages=False,
+)
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -182,6 +191,7 @@ PROFILES: dict[str, Profile] = {
             seq_mean_rows="all",
             rejected_tokens_counted=True,
             seq_mean_losses=(),
+            rollout_rs_masks_advantages=False,
             prompt_mean_supported=True,
             reduction_on_advantages=True,
             kl_loss_agg="seq-mean-token-mean",
@@ -201,6 +211,7 @@ PROFILES: dict[str, Profile] = {
             gdpo_whiten="row",
             gspo_gradient="row",
             cispo_clip="epsilon_high",
+            rollout_rs_masks_advantages=False,
         ),
         # OpenRLHF's experience maker: baseline the scalar reward, then per-token KL, then cumulative returns.
         VERL.derive(
@@ -225,6 +236,7 @@ PROFILES: dict[str, Profile] = {
             gspo_gradient="row",
             rejected_tokens_counted=True,
             seq_mean_losses=("gspo",),
+            rollout_rs_masks_advantages=False,
             seq_mean_rows="nonempty",
             sequence_is_supported=False,
         ),
@@ -239,6 +251,7 @@ PROFILES: dict[str, Profile] = {
             maxrl_form="prime_rl",
             zero_advantage_tokens="dropped",
             seq_mean_rows="nonempty",
+            rollout_rs_masks_advantages=False,
         ),
     )
 }

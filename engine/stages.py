@@ -9,6 +9,8 @@ Every stage is a pure function of the batch, the config and the earlier stages' 
 (``engine/credit.py``) calls them in order and gathers their outputs into one ``CreditResult``. Two masks run
 through all four (``Masks``): the *state* mask (action tokens under ``state_masking``, else every attended token)
 places rewards, masks the in-reward KL and is the loss mask; the *advantage* mask is what the estimator sees.
+Between (2) and (3) ``reject_before_advantages`` takes the tokens verl's decoupled rollout rejection drops out of
+the advantage mask, as verl's trainer does (``rollout_rs_masks_advantages``, CONVENTIONS.md §14).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.groups import GroupStats, group_stats
 from engine.kl import apply_kl_penalty, check_kl_penalty, kl_penalty
-from engine.policy import PolicyGradient, policy_gradient, rollout_correction, unit_at_ratio_one
+from engine.policy import Correction, PolicyGradient, policy_gradient, rollout_correction, unit_at_ratio_one
 from engine.registry import EstimatorInput, EstimatorOutput, get_estimator
 from engine.rllm import SOLVE_PARTIAL, rejection_verdicts, run_broadcast, run_per_step
 from engine.scan import by_row_blocks
@@ -39,10 +41,14 @@ from engine.shaping import (
 @dataclass(frozen=True)
 class Masks:
     """state [B, T]: placement, in-reward KL and loss mask (CONVENTIONS.md §7.1: state masking keeps tool/info
-    tokens out). advantage [B, T]: the estimator's mask (``cfg.advantage_mask``, CONVENTIONS.md §4)."""
+    tokens out). advantage [B, T]: the estimator's mask (``cfg.advantage_mask``, CONVENTIONS.md §4), less the
+    tokens rollout rejection drops where the trainer rejects before the advantages. correction: that rollout
+    correction, computed once before stage 3 (``reject_before_advantages``) and reused by stage 4; None when
+    stage 4 computes it (or there is none)."""
 
     state: torch.Tensor
     advantage: torch.Tensor
+    correction: Correction | None = None
 
 
 def masks_for(batch: TrajectoryBatch, cfg: CreditConfig) -> Masks:
@@ -51,6 +57,32 @@ def masks_for(batch: TrajectoryBatch, cfg: CreditConfig) -> Masks:
         state=act if cfg.state_masking else attn,
         advantage=act if cfg.advantage_mask == "action" else attn,
     )
+
+
+def _correction(batch: TrajectoryBatch, cfg: CreditConfig, mask: torch.Tensor) -> Correction:
+    """verl's decoupled rollout correction (``engine.policy.rollout_correction``) of the run's two log-probs on
+    ``mask``; raises when the run lacks one of them."""
+    if batch.old_log_probs is None or batch.rollout_log_probs is None:
+        raise ValueError(
+            "rollout correction (rollout_is / rollout_rs) needs the trainer's and the rollout engine's log-probs "
+            "(old_log_probs and rollout_log_probs); the run lacks "
+            + ("both" if batch.old_log_probs is None and batch.rollout_log_probs is None else
+               "old_log_probs" if batch.old_log_probs is None else "rollout_log_probs")
+        )  # fmt: skip
+    return rollout_correction(batch.old_log_probs, batch.rollout_log_probs, mask, cfg)
+
+
+def reject_before_advantages(batch: TrajectoryBatch, cfg: CreditConfig, masks: Masks) -> Masks:
+    """verl's decoupled mode (``cfg.rollout_rs_masks_advantages``): the trainer runs
+    ``compute_rollout_correction_and_add_to_batch`` after the rewards and in-reward KL and before
+    ``compute_advantage``, and it replaces ``response_mask`` by the rejection-masked one, so the estimator sees
+    m·keep (CONVENTIONS.md §14). The correction is computed here on the state mask (verl's response_mask, every
+    row of the batch) and kept in the masks for stage 4. Unchanged ``masks`` without rejection, in bypass mode
+    (the loss rejects there) or under the other trainers' convention."""
+    if not (cfg.rollout_rs and cfg.rollout_rs_masks_advantages and cfg.policy_ratio_base == "trainer"):
+        return masks
+    correction = _correction(batch, cfg, masks.state)
+    return Masks(masks.state, masks.advantage * correction.keep, correction)
 
 
 # ------------------------------------------------------------------------------------------------ (1) token scores
@@ -279,16 +311,9 @@ def weigh_loss(
     rows = None if all_kept else kept.sum().clamp(min=1)  # the rows left in the trainer's batch
     if cfg.zero_advantage_tokens == "dropped":  # prime-rl: a token with advantage exactly 0 trains nothing
         loss_mask = loss_mask * (out.advantages != 0)
-    correction = None
-    if cfg.rollout_is is not None or cfg.rollout_rs:
-        if batch.old_log_probs is None or batch.rollout_log_probs is None:
-            raise ValueError(
-                "rollout correction (rollout_is / rollout_rs) needs the trainer's and the rollout engine's log-probs "
-                "(old_log_probs and rollout_log_probs); the run lacks "
-                + ("both" if batch.old_log_probs is None and batch.rollout_log_probs is None else
-                   "old_log_probs" if batch.old_log_probs is None else "rollout_log_probs")
-            )  # fmt: skip
-        correction = rollout_correction(batch.old_log_probs, batch.rollout_log_probs, loss_mask, cfg)
+    correction = masks.correction  # computed before the advantages (verl's decoupled mode), else here
+    if correction is None and (cfg.rollout_is is not None or cfg.rollout_rs):
+        correction = _correction(batch, cfg, loss_mask)
     if correction is not None and correction.keep is not None:  # verl swaps in the rejection-masked response mask
         # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
         # the token count stays the original mask's
