@@ -18,8 +18,8 @@ def synthetic_batch(
     Each row uses 50–100 % of T: ``turns`` action segments with a tool/info segment (a hole of the action mask)
     between consecutive ones, then padding. KG-R1-style structured rewards (3 turn components, 5 global ones
     including the '_otc_scaling_factor' / '_kg_turns_used' bookkeeping keys), critic values, old and reference
-    log-probs, Σ_v π² and truncated IS weights (optimal token baseline), ReMax baselines, groups of
-    ``group_size`` consecutive rows, ~5 % truncated rows.
+    log-probs, Σ_v π² and truncated IS weights (optimal token baseline), ReMax baselines, logged advantages on every
+    real token, groups of ``group_size`` consecutive rows, ~5 % truncated rows.
     """
     g = torch.Generator().manual_seed(seed)
     K, S = turns, 2 * turns - 1  # segments: action, info, action, …, action
@@ -62,5 +62,7 @@ def synthetic_batch(
         global_rewards=global_rewards,
         global_reward_names=GLOBAL_COMPONENTS,
         truncated=bern(0.05, B),
+        # the trainer's own advantages (estimator `logged`), from a generator of their own: the fields above stay
+        logged_advantages=torch.randn(B, T, generator=torch.Generator().manual_seed(seed + 1)) * attention,
     )
     return batch.to(device)

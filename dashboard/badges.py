@@ -233,6 +233,7 @@ def holds_text(info) -> tuple[str, str]:
         "global rewards": (info.has_global_rewards, made_up("global_rewards")),
         "token scores": (info.has_token_scores, made_up("token_scores")),
         "ReMax baselines": (info.has_baselines, ""),
+        "logged advantages": (getattr(info, "has_logged_advantages", False), ""),
     }
     holds = ", ".join(k + note for k, (v, note) in has.items() if v) or "nothing optional"
     lacks = ", ".join(k for k, (v, _) in has.items() if not v) or "nothing"

@@ -57,14 +57,16 @@ FORMAT_SCHEMES: dict[str, tuple[dict[str, object], str]] = {
     "prime_rl_tokens": (
         {
             "profile": "prime-rl",
+            "estimator": "logged",
             "policy_loss": "dppo_tv",
             "policy_ratio_base": "rollout",
             "clip_ratio_low": 0.2,
             "clip_ratio_high": 0.2,
         },
         "prime-rl's default loss (DPPO-Binary-TV, the ratio against the inference log-probs, dppo_mask_low / high "
-        "0.2: set them to the run's), so that the ratio and the masked tokens are the ones prime-rl exported. The "
-        "export has no rewards or groups, so every advantage here is 0: prime-rl's own are in the token table",
+        "0.2: set them to the run's) on the advantages prime-rl logged, so that the ratio, the masked tokens and the "
+        "gradient weights are the ones prime-rl trained with. The export has no rewards or groups: an estimator "
+        "that recomputes advantages gives 0 here",
     ),
 }
 SAMPLE_FAMILY_SCHEMES: dict[str, tuple[str, str]] = {  # by the folder a sample file is in

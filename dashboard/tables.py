@@ -238,6 +238,8 @@ class RunInfo:
     has_rollout_log_probs: bool = False
     # each row's trace lengths (output tokens, input tokens, turns): prime-rl's length penalty applies
     has_trace_lengths: bool = False
+    # the trainer's own advantages (verl dumps, prime-rl traces and token exports): the estimator `logged` applies
+    has_logged_advantages: bool = False
 
     @property
     def info_share(self) -> float:
@@ -257,6 +259,7 @@ class RunInfo:
             "global_rewards": self.has_global_rewards or self.has_turn_rewards,
             "reward_baselines": self.has_baselines,
             "old_log_probs": self.has_log_probs,
+            "logged_advantages": self.has_logged_advantages,
         }
         if requirement not in has:
             raise KeyError(f"RunInfo.provides: no rule for the requirement {requirement!r}")
@@ -281,6 +284,7 @@ def run_info(run, batch: TrajectoryBatch) -> RunInfo:
         has_log_probs=batch.old_log_probs is not None and batch.ref_log_probs is not None,
         has_rollout_log_probs=batch.old_log_probs is not None and batch.rollout_log_probs is not None,
         has_trace_lengths=batch.trace_lengths is not None,
+        has_logged_advantages=batch.logged_advantages is not None,
         has_turn_rewards=batch.turn_rewards is not None,
         has_global_rewards=batch.global_rewards is not None,
         has_token_scores=batch.token_scores is not None,

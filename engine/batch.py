@@ -13,6 +13,8 @@ exist: a KG-R1 placeholder turn exists even without tokens) and ``global_rewards
 its component names. ``token_scores`` [B, T] holds per-token scores where a run already has them (verl's
 ``token_level_scores``). ``trace_lengths`` [B, 3] holds what prime-rl's length penalty reads of each row's trace
 (``TRACE_LENGTHS``: output tokens and final-sequence tokens from the provider's usage, and turns).
+``logged_advantages`` [B, T] holds the advantages the trainer itself logged (verl's ``advantages``, prime-rl's),
+with ``logged_advantage_mask`` [B, T] saying which tokens have one (the estimator ``logged`` returns them).
 """
 
 from __future__ import annotations
@@ -105,6 +107,9 @@ class TrajectoryBatch:
         function that returned None; its ``global_rewards`` entry is 0);
         trace_lengths [B, 3] or None (``TRACE_LENGTHS``: the row's trace's output tokens, final-sequence tokens
         and turns, each ≥ 0; prime-rl's length penalty);
+        logged_advantages [B, T] or None (the trainer's own advantage at each response token, 0 where it logged
+        none) with logged_advantage_mask [B, T] float 0/1 (1 where it logged one; within the attention mask;
+        default: the attention mask);
         truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings.
     """
 
@@ -129,6 +134,8 @@ class TrajectoryBatch:
     global_reward_names: tuple[str, ...] = ()
     global_rewards_present: torch.Tensor | None = None
     trace_lengths: torch.Tensor | None = None
+    logged_advantages: torch.Tensor | None = None
+    logged_advantage_mask: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     trajectory_ids: tuple[str, ...] = field(default=())
 
@@ -179,6 +186,7 @@ class TrajectoryBatch:
                 bad = (lengths < 0).nonzero()[0].tolist()
                 _fail("trace_lengths", f"negative count {lengths[tuple(bad)].item()} at index {bad}")
             s(self, "trace_lengths", lengths)
+        self._check_logged(B, T, dev)
         self._check_structured(B, dev)
         if self.truncated is None:
             s(self, "truncated", torch.zeros(B, dtype=torch.bool, device=dev))
@@ -188,6 +196,25 @@ class TrajectoryBatch:
         if len(tids) != B:
             _fail("trajectory_ids", f"expected {B} ids, got {len(tids)}")
         s(self, "trajectory_ids", tids)
+
+    def _check_logged(self, B: int, T: int, dev) -> None:
+        """The trainer's logged advantages: finite [B, T], 0 outside their mask, the mask within the attention mask."""
+        if self.logged_advantages is None:
+            if self.logged_advantage_mask is not None:
+                _fail("logged_advantage_mask", "given without logged_advantages")
+            return
+        s = object.__setattr__
+        logged = _as_float("logged_advantages", self.logged_advantages, (B, T), dev)
+        mask = self.logged_advantage_mask if self.logged_advantage_mask is not None else self.attention_mask
+        mask = _as_mask("logged_advantage_mask", mask, (B, T), dev)
+        if bool((mask > self.attention_mask).any()):
+            bad = (mask > self.attention_mask).nonzero()[0].tolist()
+            _fail("logged_advantage_mask", f"logged advantage outside the attention mask at index {bad}")
+        if bool(((logged != 0) & (mask == 0)).any()):
+            bad = ((logged != 0) & (mask == 0)).nonzero()[0].tolist()
+            _fail("logged_advantages", f"value {logged[tuple(bad)].item()} where none is logged (mask 0) at {bad}")
+        s(self, "logged_advantages", logged)
+        s(self, "logged_advantage_mask", mask)
 
     def _check_structured(self, B: int, dev) -> None:
         s = object.__setattr__
@@ -309,8 +336,9 @@ class TrajectoryBatch:
         ``attention_mask`` (response slice; if it is longer than the response it is cut to its last T columns) →
         attention_mask; ``token_level_scores``/``token_level_rewards`` → token_scores; ``values``;
         ``index``/``uid`` → group_ids; ``old_log_probs``; ``ref_log_prob`` → ref_log_probs;
-        ``reward_baselines``. Missing ``response_mask`` = attention mask (as verl's ``compute_advantage`` does);
-        missing ``turn_ids`` = 0 on every real token; missing token ids = zeros.
+        ``reward_baselines``; ``advantages`` (the trainer's own) → logged_advantages. Missing ``response_mask`` =
+        attention mask (as verl's ``compute_advantage`` does); missing ``turn_ids`` = 0 on every real token; missing
+        token ids = zeros.
         """
         alias = {
             "responses": "token_ids",
@@ -322,6 +350,7 @@ class TrajectoryBatch:
             "uid": "group_ids",
             "ref_log_prob": "ref_log_probs",
             "old_log_prob": "old_log_probs",
+            "advantages": "logged_advantages",
         }
         kw = {}
         for k, v in tensors.items():

@@ -33,6 +33,8 @@ class EstimatorInput:
     or reward_to_go); kl_rewards [B, T]: under reward_to_go, the in-reward KL term −β·KL·m that is added as a
     reward-to-go after the baseline (token_level_rewards then holds the scores before KL), else None.
     reward_clip: (lo, hi) an outcome estimator's row advantage is clamped to before it reaches the tokens.
+    logged_advantages [B, T]: the trainer's own advantages (0 where it logged none) and logged_advantage_mask
+    [B, T]: where it logged one (the estimator ``logged`` returns them), or None.
     """
 
     token_level_rewards: torch.Tensor
@@ -55,6 +57,8 @@ class EstimatorInput:
     outcome_tokens: str = "broadcast"
     kl_rewards: torch.Tensor | None = None
     reward_clip: tuple[float, ...] | None = None
+    logged_advantages: torch.Tensor | None = None
+    logged_advantage_mask: torch.Tensor | None = None
 
     def select(self, rows: torch.Tensor, **changes) -> EstimatorInput:
         """A virtual batch: rows ``rows`` of every tensor field (each is [B, …]), with ``changes`` as given."""
@@ -88,6 +92,7 @@ NEEDS: dict[str, str] = {
     "global_rewards": "global reward components, or per-turn ones (structured rewards)",
     "reward_baselines": "a baseline score per trajectory (ReMax: the greedy rollout's)",
     "old_log_probs": "the rollout policy's log-probs",
+    "logged_advantages": "the advantages the trainer logged (verl dumps, prime-rl traces and token exports)",
 }
 KINDS = ("token", "outcome")
 SINGLETON = ("raw", "zero", "nan")

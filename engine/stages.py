@@ -189,6 +189,8 @@ def estimator_input(
         outcome_tokens=cfg.outcome_tokens,
         kl_rewards=kl_rewards,
         reward_clip=cfg.reward_clip,
+        logged_advantages=batch.logged_advantages,
+        logged_advantage_mask=batch.logged_advantage_mask,
     )
 
 

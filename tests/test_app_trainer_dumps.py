@@ -12,6 +12,7 @@ from writers.verl import Turn
 
 from dashboard import sources
 from dashboard.state import K, cfg_key
+from engine import compute_credit
 from engine.io import export_verl_batch, load_run
 from engine.io.text.tokenize import get_tokenizer
 
@@ -148,8 +149,9 @@ def test_prime_rl_length_penalty_from_the_sidebar(tmp_path):
 
 
 def test_a_prime_rl_token_export_opens_under_prime_rl_dppo(tmp_path):
-    """A token export (no rewards, no groups) opens under prime-rl's default loss against the inference log-probs;
-    the token view shows the trainer's advantages and says why CreditLens's are 0; the policy views draw."""
+    """A token export (no rewards, no groups) opens under prime-rl's default loss against the inference log-probs,
+    on prime-rl's own advantages (estimator ``logged``): the gradient weights are the ones prime-rl trained with;
+    under a recomputing estimator the token view says why its advantages are 0; the policy views draw."""
     from writers.prime_rl_tokens import Sample, write_run
 
     prompt = "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
@@ -164,8 +166,22 @@ def test_a_prime_rl_token_export_opens_under_prime_rl_dppo(tmp_path):
         "dppo_tv",
         "rollout",
     )
-    assert "This run opens with profile `prime-rl`" in caption_text(at)
-    assert "mean over action tokens +0.5" in caption_text(at) and "the run holds no rewards" in caption_text(at)
+    assert ss[cfg_key("estimator")] == "logged"
+    assert "This run opens with profile `prime-rl`, estimator `logged`" in caption_text(at)
+    assert "mean over action tokens +0.5 (CreditLens +0.5)" in caption_text(at)
+    assert "estimator `logged` takes them as the advantages, so the gradient weights are the trainer's" in caption_text(
+        at
+    )
+    shown = ss[K.CONTEXT]  # the scheme the sidebar built, on the run the page shows
+    res = compute_credit(shown.handle.run.to_batch(), shown.config, device="cpu")
+    action = res.loss_mask.bool()
+    assert action.any() and (res.advantages[action] == 0.5).all()
+    assert (res.grad_weight[action] > 0).all()  # A = +0.5 on every token: prime-rl's gradient, not 0
+    assert "Logged (the trainer's own advantages)" in at.sidebar.selectbox(key=cfg_key("estimator")).options
+    at.sidebar.selectbox(key=cfg_key("estimator")).set_value("grpo").run()
+    no_errors(at, "grpo")
+    assert "the run holds no rewards, so a recomputed advantage is 0" in caption_text(at)
+    at.sidebar.selectbox(key=cfg_key("estimator")).set_value("logged").run()
     assert "train/inference mismatch" in at.selectbox(key=K.QUANTITY).options
     assert "entropy" in at.selectbox(key=K.QUANTITY).options
     worst = at.dataframe[0].value  # the run's most mismatched tokens: π_trainer / π_rollout is prime-rl's ratio

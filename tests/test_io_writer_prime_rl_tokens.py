@@ -257,16 +257,21 @@ def test_ratio_and_mask_match_creditlens_policy_stage(run):
 
 
 def test_dashboard_scheme_and_lint(run):
-    """The run opens under prime-rl's default loss (``FORMAT_SCHEMES``); with no rewards, CreditLens's advantages
-    are 0 whatever the scheme, so the logged-advantage lint does not compare (it would flag every row)."""
+    """The run opens under prime-rl's default loss on prime-rl's own advantages (``FORMAT_SCHEMES``: estimator
+    ``logged``); with no rewards, a recomputed advantage is 0 whatever the scheme, so the logged-advantage lint does
+    not compare (it would flag every row), and under ``logged`` there is nothing recomputed to compare."""
     from dashboard.sources import format_scheme
 
     root, _, _ = run
     run_ = load_run(root / "step_3").run
     fields, why = format_scheme(run_.source)
     assert fields["policy_loss"] == "dppo_tv" and fields["policy_ratio_base"] == "rollout" and "no rewards" in why
-    cfg = CreditConfig(**fields)
+    assert fields["estimator"] == "logged"
     batch = run_.to_batch()
+    res = compute_credit(batch, CreditConfig(**fields), device="cpu")
+    assert torch.equal(res.advantages, batch.logged_advantages * batch.action_mask) and res.advantages.any()
+    assert run_lints(batch, CreditConfig(**fields), run=run_, checks=["logged_advantage_mismatch"]) == []
+    cfg = CreditConfig(**fields | {"estimator": "grpo"})
     res = compute_credit(batch, cfg, device="cpu")
     assert not res.advantages.any()
     assert run_.metadata["no_rewards"]

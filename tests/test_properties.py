@@ -84,7 +84,7 @@ def masks_from(rows) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def full_batch(group_ids, rows, seed: int) -> TrajectoryBatch:
     """A batch with every optional input: KG-R1-style structured rewards, values, log-probs, Σ_v π² and IS
-    weights, ReMax baselines, some truncated rows."""
+    weights, ReMax baselines, the trainer's logged advantages, some truncated rows."""
     g = torch.Generator().manual_seed(seed)
     attn, act, turn = masks_from(rows)
     B, T = act.shape
@@ -112,6 +112,7 @@ def full_batch(group_ids, rows, seed: int) -> TrajectoryBatch:
         ),
         global_reward_names=GLOBAL_NAMES,
         truncated=torch.rand(B, generator=g) < 0.2,
+        logged_advantages=torch.randn(B, T, generator=torch.Generator().manual_seed(seed + 1)) * attn,
     )
 
 
@@ -169,6 +170,10 @@ def test_tokens_outside_the_loss_mask_get_no_weight(layout, seed, estimator, mod
     sizes = torch.unique(batch.group_ids, return_counts=True)[1]
     if cfg.group_sizes == "equal" and sizes.unique().numel() > 1:  # OpenRLHF cannot have made this batch
         with pytest.raises(ValueError, match="prompt groups of one size"):
+            compute_credit(batch, cfg)
+        return
+    if estimator == "logged" and mode != "trajectory":  # the trainer's advantages: no step rewards to recompute
+        with pytest.raises(ValueError, match="stepwise_mode"):
             compute_credit(batch, cfg)
         return
     r = compute_credit(batch, cfg)  # the loss mask may be empty

@@ -59,8 +59,12 @@ def test_the_lints_read_group_conventions_from_the_registry() -> None:
 def test_batch_provides_each_need() -> None:
     b = synthetic_batch(4, 16, group_size=2)
     assert all(batch_provides(b, n) for n in NEEDS)
-    bare = b.replace(values=None, turn_rewards=None, turn_mask=None, turn_reward_names=(), reward_baselines=None)
+    bare = b.replace(
+        values=None, turn_rewards=None, turn_mask=None, turn_reward_names=(), reward_baselines=None,
+        logged_advantages=None, logged_advantage_mask=None,
+    )  # fmt: skip
     assert not batch_provides(bare, "values") and not batch_provides(bare, "turn_rewards")
+    assert not batch_provides(bare, "logged_advantages")
     assert batch_provides(bare, "global_rewards")  # the global components are still there
     with pytest.raises(ValueError, match="unknown requirement"):
         batch_provides(b, "critic")
@@ -70,8 +74,8 @@ def test_dashboard_run_info_has_a_rule_for_every_need() -> None:
     from dashboard.tables import RunInfo
 
     info = RunInfo.__new__(RunInfo)  # only the flags the rules read
-    for flag in ("has_turn_rewards", "has_global_rewards", "has_baselines", "has_log_probs"):
+    for flag in ("has_turn_rewards", "has_global_rewards", "has_baselines", "has_log_probs", "has_logged_advantages"):
         object.__setattr__(info, flag, False)
-    assert [info.provides(n) for n in NEEDS] == [True, False, False, False, False]  # values: a stand-in exists
+    assert [info.provides(n) for n in NEEDS] == [True, False, False, False, False, False]  # values: a stand-in exists
     with pytest.raises(KeyError):
         info.provides("critic")

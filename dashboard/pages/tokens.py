@@ -51,8 +51,12 @@ if "logged advantage" in table.columns:  # the trainer logged its own advantages
     on = table["action"] > 0
     gap = float(table.loc[on, "advantage − logged"].abs().max()) if on.any() else 0.0
     verdict = "matches this scheme" if gap <= 1e-4 else "differs from this scheme (see Diagnostics)"
-    if ctx.handle.run.metadata.get("no_rewards"):  # nothing to recompute them from (prime-rl's token export)
-        verdict = "the run holds no rewards, so CreditLens's advantages are 0 and only the trainer's say anything"
+    if ctx.config.estimator == "logged":  # nothing recomputed: the loss stage runs on the trainer's own
+        verdict = "estimator `logged` takes them as the advantages, so the gradient weights are the trainer's"
+    elif ctx.handle.run.metadata.get("no_rewards"):  # nothing to recompute them from (prime-rl's token export)
+        verdict = (
+            "the run holds no rewards, so a recomputed advantage is 0: estimator `logged` trains on the trainer's own"
+        )
     logged_mean = table.loc[on, "logged advantage"].mean()
     st.caption(
         f"The trainer logged its own advantages: mean over action tokens {logged_mean:+.4g} "

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engine.io.adapters import get_adapter, prime_rl_tokens
 from engine.io.data.batching import missing_field_problems
+from engine.io.data.logged import logged_length_mismatch
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect_format
@@ -224,6 +225,8 @@ def load_run(
         log.add(problem.file, problem.line, problem.field, problem.reason)
     if reason := degenerate_groups(trajectories):
         log.note(str(path), "group_id", reason)
+    if reason := logged_length_mismatch(trajectories):
+        log.note(str(path), "metadata.logged_advantages", reason)
     report(1.0, f"loaded {len(trajectories):,} trajectories")
     return LoadResult(run=_make_run(path, infos, trajectories, log), problems=log.problems)
 

@@ -20,8 +20,9 @@ What CreditLens makes of it: one trajectory per record (id ``step_N/rank_R/K``, 
 Prompt = the ids before the first loss token; then runs of loss tokens are ``model`` segments with
 ``log_probs`` = ``trainer_logprobs``, ``rollout_log_probs`` = ``inference_logprobs`` and ``entropy``; other runs
 (tool output, chat scaffolding) are ``tool`` segments. prime-rl's ``advantages`` (one per response token) ->
-``metadata.logged_advantages``. The export holds no reward and no group id (both stay in the orchestrator):
-every reward is 0 and every sample is its own group, both said in the load report. The derived columns
+``metadata.logged_advantages`` (the batch's ``logged_advantages``: the estimator ``logged`` trains on them). The
+export holds no reward and no group id (both stay in the orchestrator): every reward is 0 and every sample is its
+own group, both said in the load report. The derived columns
 (``importance_ratio``, ``is_masked``, ...) are checked but not kept: CreditLens's policy stage recomputes them from
 the two log-probs (``policy_ratio_base="rollout"``, ``policy_loss="dppo_tv"``).
 
@@ -230,9 +231,10 @@ def _file_notes(path: Path, ctx: LoadContext) -> None:
     ctx.note(
         None,
         "prime-rl's token export holds no reward and no group id (both stay in the orchestrator): every reward is 0 "
-        "and every sample its own group, so the estimators have nothing to work with; prime-rl's own advantages are "
-        "kept as logged advantages (token table), and the policy views use the trainer's and the inference "
-        "log-probs (profile prime-rl, PPO ratio against rollout, policy loss dppo_tv)",
+        "and every sample its own group, so the estimators that recompute advantages have nothing to work with; "
+        "prime-rl's own advantages are kept as logged advantages (estimator logged trains on them), and the policy "
+        "views use the trainer's and the inference log-probs (profile prime-rl, PPO ratio against rollout, policy "
+        "loss dppo_tv)",
         once=f"{NAME}:no-rewards",
     )
     ctx.note(

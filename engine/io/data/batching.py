@@ -4,7 +4,10 @@ Shapes: token_ids (int32), attention_mask, action_mask, turn_ids [B, T] (padding
 ref_log_probs, values, token_scores [B, T] or None; turn_rewards [B, K, C_turn] + turn_mask [B, K];
 global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B];
 reward_baselines [B] and trace_lengths [B, 3] when every trajectory's metadata has ``reward_baseline`` /
-``trace_lengths`` (``engine.batch.TRACE_LENGTHS``).
+``trace_lengths`` (``engine.batch.TRACE_LENGTHS``); logged_advantages and logged_advantage_mask [B, T] when any
+trajectory carries the trainer's advantages (``engine.io.data.logged.logged_advantage_tokens``: a per-token list of
+the response's length, or one value per trajectory on every token; NaN, a list of another length, or a row without
+any: mask 0, value 0).
 
 Optional per-token tensors follow "all or nothing": present only if every trajectory has them (every model
 segment carries the array; tool segments without one count as 0). ``token_scores`` is the exception: present
@@ -24,6 +27,7 @@ import torch
 
 from engine.batch import TRACE_LENGTHS, TrajectoryBatch, factorize
 from engine.io.data.layout import has_per_token, per_token, token_layout
+from engine.io.data.logged import logged_advantage_tokens
 from engine.io.data.model import TOKEN_DTYPE, Trajectory
 from engine.io.reading.problems import Problem
 from engine.perf import release_free_memory
@@ -117,6 +121,8 @@ def build_batch(
     fields += ["scores"] if any(has_scores(t) for t in trajs) else []
     padded = {name: np.zeros((B, T), dtype=np.float32) for name in fields}
     shared = {"token_ids": token_ids} | padded
+    logged: np.ndarray | None = None  # (B, T) the trainer's advantages, allocated at the first row that has them
+    logged_mask: np.ndarray | None = None
     for b, t in enumerate(trajs):
         lay = token_layout(t)
         n = len(lay.token_ids)
@@ -126,6 +132,15 @@ def build_batch(
         turn_ids[b, :n] = lay.turn_ids
         for name, out in padded.items():
             out[b, :n] = per_token(t, name)
+        row = logged_advantage_tokens(t)
+        if row is not None and len(row) == n:
+            if logged is None:
+                logged, logged_mask = np.zeros((B, T), dtype=np.float32), np.zeros((B, T), dtype=np.float32)
+            with np.errstate(over="ignore"):
+                row = row.astype(np.float32)  # beyond float32's range: inf, not logged
+            ok = np.isfinite(row)
+            logged[b, :n] = np.where(ok, row, 0.0)
+            logged_mask[b, :n] = ok
         if share_memory:  # row by row, so the loader's arrays are freed while the batch fills
             _share_row(t, b, shared)
             if b % SHARE_RELEASE_ROWS == SHARE_RELEASE_ROWS - 1:
@@ -153,6 +168,8 @@ def build_batch(
         trace_lengths=torch.tensor([[x[k] for k in TRACE_LENGTHS] for x in lengths], dtype=torch.float32)
         if all(isinstance(x, dict) for x in lengths)
         else None,
+        logged_advantages=_tensor(logged),
+        logged_advantage_mask=_tensor(logged_mask),
         truncated=torch.tensor([t.truncated for t in trajs], dtype=torch.bool),
         trajectory_ids=tuple(t.id for t in trajs),
         **optional,
