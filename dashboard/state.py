@@ -344,7 +344,9 @@ def refusal_fixes(values: dict) -> tuple[dict, list[str]]:
                 break
             fixed[field] = config.FIELDS[field].default
             name = config.label(field)
-            notes.append(f"{name[:1].upper()}{name[1:]} reset to its default: {str(e).removeprefix(hit[0])}")
+            if not name[1:2].isupper():  # "loss aggregation" → "Loss aggregation"; "rLLM mode" stays
+                name = name[:1].upper() + name[1:]
+            notes.append(f"{name} reset to its default: {str(e).removeprefix(hit[0])}")
     return fixed, notes
 
 

@@ -601,6 +601,11 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        if self.estimator == "logged" and self.stepwise_mode != "trajectory":
+            raise ValueError(
+                f"CreditConfig.stepwise_mode: {self.stepwise_mode!r} would recompute the advantages from step rewards; "
+                f"estimator 'logged' returns the trainer's own per-token advantages: use stepwise_mode 'trajectory'"
+            )
         if self.rollout_is == "sequence" and not self.sequence_is_supported:
             raise ValueError(
                 f"CreditConfig.rollout_is: 'sequence' (one IS weight per sequence) does not exist in profile "

@@ -182,6 +182,11 @@ def test_a_prime_rl_token_export_opens_under_prime_rl_dppo(tmp_path):
     no_errors(at, "grpo")
     assert "the run holds no rewards, so a recomputed advantage is 0" in caption_text(at)
     at.sidebar.selectbox(key=cfg_key("estimator")).set_value("logged").run()
+    # rLLM's per-step mode would recompute advantages from step rewards: the sidebar sets it back and says why
+    at.sidebar.segmented_control(key=cfg_key("stepwise_mode")).set_value("per_step").run()
+    no_errors(at, "logged per_step")
+    assert ss[cfg_key("stepwise_mode")] == "trajectory"
+    assert [w.value for w in at.sidebar.warning][0].startswith("rLLM mode reset to its default")
     assert "train/inference mismatch" in at.selectbox(key=K.QUANTITY).options
     assert "entropy" in at.selectbox(key=K.QUANTITY).options
     worst = at.dataframe[0].value  # the run's most mismatched tokens: π_trainer / π_rollout is prime-rl's ratio

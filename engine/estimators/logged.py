@@ -8,7 +8,8 @@ trained with. It is also the reference a recomputed scheme is compared with (Com
 ``logged_advantage_mismatch``). returns = advantages (there is no critic to regress on).
 
 rLLM's stepwise modes (broadcast, per_step) recompute advantages from per-step rewards; the logged ones are
-already the trainer's final per-token advantages, so only ``stepwise_mode="trajectory"`` is accepted.
+already the trainer's final per-token advantages, so only ``stepwise_mode="trajectory"`` is accepted (the config
+refuses the others, so the sidebar can set the mode back).
 """
 
 from __future__ import annotations
@@ -30,11 +31,6 @@ def logged(inp: EstimatorInput, cfg) -> EstimatorOutput:
         raise ValueError(
             "estimator 'logged' needs the advantages the trainer logged (metadata.logged_advantages: verl dumps, "
             "prime-rl traces and token exports); the run has none"
-        )
-    if cfg.stepwise_mode != "trajectory":
-        raise ValueError(
-            f"estimator 'logged' returns the trainer's own per-token advantages; stepwise_mode "
-            f"{cfg.stepwise_mode!r} would recompute them from step rewards: use stepwise_mode 'trajectory'"
         )
     on = inp.logged_advantage_mask * inp.response_mask  # (B, T) logged tokens the estimator mask keeps
     advantages = inp.logged_advantages * on  # (B, T)
