@@ -267,7 +267,11 @@ CONVENTION_WORDS = {
     "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
     "rollout_rs_masks_advantages": {True: "before the advantages", False: "in the loss only"},
     "reduction_on_advantages": {True: "yes (kl_cov's picks and penalty see it)", False: "no (the loss is aggregated)"},
-    "kl_loss_agg": {"loss": "with the loss (loss_agg_mode)", "seq-mean-token-mean": "per row, mean over rows"},
+    "kl_loss_agg": {
+        "loss": "with the loss (loss_agg_mode)",
+        "seq-mean-token-mean": "per row, mean over rows",
+        "token-mean": "token mean over the batch",
+    },
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
     "sequence_is_supported": {True: "exists", False: "does not exist"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},

@@ -477,10 +477,12 @@ class CreditConfig:
     )
     kl_loss_agg: str | None = convention(
         "How the KL loss term (kl_loss_coef) is aggregated: loss (with the policy loss, by loss_agg_mode, on the "
-        "loss mask after rollout rejection: verl's use_kl_loss, TRL's beta) or seq-mean-token-mean (SkyRL's worker: "
-        "a token mean per row, then the mean over every row of the mini-batch, whatever loss_reduction says, on the "
-        "loss mask before its off-policy masks, so a masked token keeps its KL gradient).",
-        choices=("loss", "seq-mean-token-mean"),
+        "loss mask after rollout rejection: verl's use_kl_loss, TRL's beta), seq-mean-token-mean (SkyRL's worker: "
+        "a token mean per row, then the mean over every row of the mini-batch, whatever loss_reduction says) or "
+        "token-mean (OpenRLHF's actor: the token mean over the batch, whatever loss_agg_mode says, GSPO's forced "
+        "per-sample mean too); the last two on the loss mask before the off-policy masks, so a masked token keeps "
+        "its KL gradient.",
+        choices=("loss", "seq-mean-token-mean", "token-mean"),
         label="KL loss aggregation",
     )
     rollout_rs_masks_advantages: bool | None = convention(

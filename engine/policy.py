@@ -28,8 +28,10 @@ Where the trainers differ from verl (CONVENTIONS.md §14), the profile's convent
 reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which losses aggregate
 seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``).
 A is scaled by ``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref),
-the latter aggregated with the loss or, under ``kl_loss_agg="seq-mean-token-mean"`` (SkyRL's worker), on its own:
-weight 1/(B·max(n_i, 1)) on the loss mask before rejection, whatever ``loss_agg_mode`` says (``kl_loss_weights``);
+the latter aggregated with the loss or on its own, on the loss mask before rejection, whatever ``loss_agg_mode``
+says (``kl_loss_weights``): ``kl_loss_agg="seq-mean-token-mean"`` (SkyRL's worker) weight 1/(B·max(n_i, 1)),
+``"token-mean"`` (OpenRLHF's actor) weight 1/N, N the batch's tokens; its estimator clamped to ±10 under
+``kl_clamp="all"`` (OpenRLHF's ``compute_approx_kl``);
 TRL's off-policy sequence mask (``off_policy_mask_threshold``) drops rows with A < 0 that drifted too far.
 
 Rollout correction (``rollout_corr_helper``), from log π_old − log π_rollout (the train/inference mismatch, ±20):
@@ -173,7 +175,7 @@ class PolicyGradient:
     gradient is cut at this token; grad [B, T]: ∂loss_t/∂log π_t before aggregation and IS weights (geo_mean:
     after, its own row mean); aggregated: whether ``grad`` already holds the aggregation; penalty [B, T]: the
     penalty terms' gradient, aggregated with the loss; kl [B, T]: the KL loss term's gradient aggregated on its own
-    (``kl_loss_agg="seq-mean-token-mean"``), on its own mask."""
+    (``kl_loss_agg`` other than ``"loss"``), on its own mask."""
 
     ratio: torch.Tensor
     clipped: torch.Tensor
@@ -196,11 +198,17 @@ class PolicyGradient:
         return grad if self.kl is None else grad + self.kl
 
 
-def kl_loss_weights(kl_mask: torch.Tensor, rows: torch.Tensor | float | None = None) -> torch.Tensor:
-    """SkyRL's KL loss aggregation [B, T] (``kl_loss_agg="seq-mean-token-mean"``; ``_forward_backward_micro``:
-    ``masked_mean(kl, loss_mask, dim=-1).mean()`` per micro-batch times the micro-batch's share of the rows):
-    w = m/(B·max(n_i, 1)) on ``kl_mask`` (the loss mask before the off-policy masks), B every row of the mini-batch
-    (a fully masked one too), or ``rows`` where rows were dropped from the trainer's batch."""
+def kl_loss_weights(
+    kl_mask: torch.Tensor, rows: torch.Tensor | float | None = None, agg: str = "seq-mean-token-mean"
+) -> torch.Tensor:
+    """A KL loss term's own aggregation weights [B, T] on ``kl_mask`` (the loss mask before the off-policy masks).
+    ``agg="seq-mean-token-mean"``, SkyRL's worker (``_forward_backward_micro``: ``masked_mean(kl, loss_mask,
+    dim=-1).mean()`` per micro-batch times the micro-batch's share of the rows): w = m/(B·max(n_i, 1)), B every row
+    of the mini-batch (a fully masked one too), or ``rows`` where rows were dropped from the trainer's batch.
+    ``agg="token-mean"``, OpenRLHF's actor (``training_step``: ``aggregate_loss(kl, action_mask, **loss_batch_info)``,
+    whose batch info carries no ``token_level_loss``): w = m/max(N, 1), N the mask's tokens over the batch."""
+    if agg == "token-mean":
+        return kl_mask / kl_mask.sum().clamp(min=1)
     n = kl_mask.sum(-1, keepdim=True).clamp(min=1)  # (B, 1)
     return kl_mask / (n * (rows if rows is not None else kl_mask.shape[0]))
 
@@ -224,9 +232,10 @@ def policy_gradient(
     what TRL's off-policy sequence mask compares π_θ with (``old_log_prob`` without it); ``ref_log_prob``: the
     reference policy of the KL loss term (``kl_loss_coef``). Then the off-policy mask and the penalties:
     ``kl_tau``·(log ρ)² (prime-rl) and ``kl_loss_coef``·KL(π_θ‖π_ref) (TRL β, ratio-weighted under
-    ``kl_loss_ratio_weighted``), outside the IS weights. Under ``kl_loss_agg="seq-mean-token-mean"`` the KL term is
-    aggregated here (``kl_loss_weights`` on ``kl_mask``, default ``mask``; ``rows``: the trainer's row count where
-    rows were dropped) and comes back as ``kl``, not in ``penalty``."""
+    ``kl_loss_ratio_weighted``; every estimator clamped to ±10 under ``kl_clamp="all"``), outside the IS weights.
+    Under ``kl_loss_agg`` other than ``"loss"`` the KL term is aggregated here (``kl_loss_weights`` on ``kl_mask``,
+    default ``mask``; ``rows``: the trainer's row count where rows were dropped) and comes back as ``kl``, not in
+    ``penalty``."""
     pg = _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg)
     grad, clipped, penalty = pg.grad, pg.clipped, None
     if cfg.off_policy_mask_threshold is not None:  # TRL OPSM: drop rows with A < 0 that drifted too far
@@ -243,18 +252,17 @@ def policy_gradient(
             raise ValueError("kl_loss_coef needs the reference policy's log-probs (ref_log_probs); the run lacks them")
         with torch.enable_grad():
             lp = log_prob.detach().requires_grad_(True)
-            kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type)
+            kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type, clamp_all=cfg.kl_clamp == "all")
             if cfg.kl_loss_ratio_weighted:
                 if cfg.policy_loss in ("gspo", "geo_mean", "vespo"):
                     raise ValueError("kl_loss_ratio_weighted weighs the KL by the token ratio: not with a row ratio")
                 kl = kl * torch.exp(lp - old_log_prob)
             (dkl,) = torch.autograd.grad(kl.sum(), lp)
         term = cfg.kl_loss_coef * dkl
-        if cfg.kl_loss_agg == "seq-mean-token-mean":  # SkyRL: a token mean per row over its own mask, mean over rows
+        if cfg.kl_loss_agg != "loss":  # SkyRL, OpenRLHF: the KL term's own aggregation, on its own mask
             own_mask = kl_mask if kl_mask is not None else mask
-            return PolicyGradient(
-                pg.ratio, clipped, grad, pg.aggregated, penalty, term * kl_loss_weights(own_mask, rows)
-            )
+            weights = kl_loss_weights(own_mask, rows, cfg.kl_loss_agg)
+            return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty, term * weights)
         penalty = term if penalty is None else penalty + term
     return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty)
 

@@ -221,7 +221,7 @@ PROFILES: dict[str, Profile] = {
             "group baseline on the reward before KL, then the reward-to-go of the centred reward and −β·KL (γ "
             "once per column, holes included); whitening with the biased variance, nothing re-masked; GAE values "
             "on the action mask, no hole skipping; ε = 1e-9; a group of one gives NaN; every KL estimator "
-            "clamped to ±10; groups must be equal in size.",
+            "clamped to ±10, the actor's KL loss a token mean over the batch; groups must be equal in size.",
             outcome_tokens="reward_to_go",
             whitening="openrlhf",
             reinforce_hole_mode="positional",
@@ -232,6 +232,8 @@ PROFILES: dict[str, Profile] = {
             rloo_singleton="nan",
             kl_clamp="all",
             kl_plus_variants=False,
+            # ppo_actor.training_step: aggregate_loss(kl, action_mask, **loss_batch_info), token mode always
+            kl_loss_agg="token-mean",
             group_sizes="equal",
             gspo_gradient="row",
             rejected_tokens_counted=True,

@@ -149,7 +149,9 @@ def _openrlhf(p: dict) -> CreditConfig:
     from the profile (seq_mean_losses); is_correction: token ratio gate = rollout_is token (clip: truncate into
     [lo, hi]; mask: 0 outside), a sequence or divergence gate = rejection of the unit (seq_mean_k1 on the
     geometric-mean ratio, token/seq_mean bkl or tv) with each survivor's untruncated per-token IS weight; GSPO with
-    is_correction takes its ratio against the rollout log-probs and no IS weight (bypass)."""
+    is_correction takes its ratio against the rollout log-probs and no IS weight (bypass). The actor's KL loss
+    (params.kl): init_kl_coef = kl_loss_coef, kl_estimator k1/k2/k3 = kl_loss_type by those names; the profile's
+    kl_loss_agg="token-mean" and kl_clamp="all" give its token mean over the action mask and its ±10 clamp."""
     gspo = p["policy_loss_type"] == "gspo"
     kw = dict(
         profile="openrlhf",
@@ -159,6 +161,8 @@ def _openrlhf(p: dict) -> CreditConfig:
         clip_ratio_c=p["dual_clip"],
         loss_agg_mode=p["loss_agg_mode"],  # the profile makes GSPO's seq-mean-token-mean
     )
+    if p.get("kl"):
+        kw.update(kl_loss_coef=p["kl"]["init_kl_coef"], kl_loss_type=p["kl"]["kl_estimator"])
     level, mode, gate = p["is_correction_level"], p["is_correction_mode"], p["is_correction_gating"]
     lo, hi = p["is_correction_threshold"]
     band = f"{hi}" if lo == 0 else f"{lo}_{hi}"
@@ -335,13 +339,19 @@ def _not_reproduced(file: str, c: dict) -> str | None:
             return "cross_entropy is SFT (−log π summed): advantages unused, not a policy loss"
         if red == "token_mean_legacy":
             return "token_mean_legacy normalises per micro-batch: the engine aggregates the whole batch"
+    elif file.startswith("openrlhf"):
+        if (p.get("kl") or {}).get("unbiased_gradient"):
+            return (
+                "the KL loss's unbiased_gradient: the estimator's value forward, a straight-through gradient "
+                "min(π_θ/π_old, 10)·(log π_θ − log π_ref) (detached ratio); no convention for it yet"
+            )
     elif c["inputs"].get("rl_weights") is not None:
         return "rl_weights: per-token loss weights (and a weight-0 token out of rl_scale) the batch has no field for"
     return None
 
 
 OTHER_FILES = {  # file: (cases, reproduced, refused)
-    "openrlhf_policy_loss.json": (29, 26, 3),
+    "openrlhf_policy_loss.json": (46, 42, 3),
     "trl_policy_loss.json": (33, 33, 0),
     "skyrl_policy_loss.json": (50, 46, 0),
     "primerl_policy_loss.json": (18, 17, 0),
@@ -459,11 +469,12 @@ def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None
     assert bool(grad.ne(0).any())
 
 
-@pytest.mark.parametrize("profile", ["verl", "skyrl"])
+@pytest.mark.parametrize("profile", ["verl", "skyrl", "openrlhf"])
 def test_the_stage_aggregates_the_kl_loss_as_the_golden_mapping(profile: str) -> None:
     """With a KL loss and a per-token rejection that fires, compute_credit's grad_weight is −_engine_grad's: under
-    skyrl the KL term keeps its own weights 1/(B·max(n_i, 1)) on the mask before rejection (a rejected token keeps
-    its KL gradient), under verl it is aggregated with the loss on the rejection-masked mask."""
+    skyrl the KL term keeps its own weights 1/(B·max(n_i, 1)) and under openrlhf 1/N on the mask before rejection
+    (a rejected token keeps its KL gradient), under verl it is aggregated with the loss on the rejection-masked
+    mask."""
     from pathlib import Path
 
     from engine import compute_credit
@@ -474,14 +485,17 @@ def test_the_stage_aggregates_the_kl_loss_as_the_golden_mapping(profile: str) ->
     lp, rollout = batch.old_log_probs, batch.rollout_log_probs
     ref = lp + 0.3 * torch.sin(torch.arange(lp.numel(), dtype=lp.dtype)).view_as(lp)  # a reference policy nearby
     batch = batch.replace(ref_log_probs=ref)
-    cfg = CreditConfig(profile=profile, kl_loss_coef=0.1, rollout_rs=("token_k1",), rollout_rs_threshold=("0.8_1.25",))
+    groups = {"group_sizes": "any"} if profile == "openrlhf" else {}  # the sample's groups differ in size
+    cfg = CreditConfig(
+        profile=profile, kl_loss_coef=0.1, rollout_rs=("token_k1",), rollout_rs_threshold=("0.8_1.25",), **groups
+    )
     res = compute_credit(batch, cfg, device="cpu")
     mask = masks_for(batch, cfg).state
     _, after, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, mask, ref, batch.group_ids)
     assert_golden(res.grad_weight, -grad, what="stage vs golden mapping")
     rejected = mask.bool() & ~after.bool()
     assert bool(rejected.any())
-    assert bool(grad[rejected].ne(0).all()) == (profile == "skyrl")
+    assert bool(grad[rejected].ne(0).all()) == (profile != "verl")
 
 
 @pytest.mark.parametrize("profile", ["verl", "openrlhf", "trl", "skyrl", "prime-rl"])
@@ -518,3 +532,16 @@ def test_the_ratio_one_shortcut_is_the_full_computation(profile: str) -> None:
             else:
                 torch.testing.assert_close(full.grad_weight, res.grad_weight)
     assert checked >= 8  # the shortcut is taken for several losses and options
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean"])
+def test_openrlhf_kl_loss_is_a_clamped_token_mean(mode: str) -> None:
+    """OpenRLHF's actor KL loss by hand: k1 with β = 0.3 on 4 action tokens, d = log π − log π_ref =
+    [[0.5, 12, ·], [−11, 2, ·]]; clamp(d, ±10) has gradient 1 at 0.5 and 2, 0 at 12 and −11 (past the clamp); the
+    token mean over the batch weighs each token 1/4 whatever loss_agg_mode says: 0.3/4 = 0.075 at (0, 0) and (1, 1)."""
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    lp = torch.full((2, 3), -1.0)
+    ref = lp - torch.tensor([[0.5, 12.0, 0.0], [-11.0, 2.0, 0.0]])
+    cfg = CreditConfig(profile="openrlhf", group_sizes="any", loss_agg_mode=mode, kl_loss_coef=0.3, kl_loss_type="k1")
+    pg = policy_gradient(lp, lp, torch.zeros(2, 3), mask, cfg, ref_log_prob=ref)
+    torch.testing.assert_close(pg.kl, torch.tensor([[0.075, 0.0, 0.0], [0.0, 0.075, 0.0]]))

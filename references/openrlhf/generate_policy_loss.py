@@ -20,7 +20,16 @@ What runs is the actor's loss step as PolicyActor builds and calls it (openrlhf/
 3. `actor_loss, clip_ratio, ppo_kl, vllm_kl, is_filter_ratio = PolicyLoss(...)(action_log_probs,
    old_action_log_probs, advantages, action_mask=experience.action_mask, rollout_log_probs=
    experience.rollout_log_probs, **loss_batch_info)` as training_step calls it; action_log_probs is a leaf with
-   requires_grad and the gradient of actor_loss with respect to it is recorded.
+   requires_grad and the gradient of actor_loss with respect to it is recorded;
+4. the KL-to-reference loss of the cases with params.kl (`--algo.kl.use_loss` with `--algo.kl.init_coef` > 0),
+   restated from training_step (trainer/ray/ppo_actor.py:318-338) around OpenRLHF's own functions:
+   `kl = compute_approx_kl(action_log_probs, base_action_log_probs, log_probs_old=old_action_log_probs,
+   kl_estimator=args.algo.kl.estimator, unbiased_gradient=args.algo.kl.unbiased_gradient)` (models/utils.py),
+   `kl_loss = aggregate_loss(kl, experience.action_mask, **loss_batch_info)` (models/loss.py: loss_batch_info
+   carries no token_level_loss, so the KL term is always the token mean over the step's action tokens, whatever
+   loss_agg_mode says and before any is_correction mask), and `loss = actor_loss + kl_loss * kl_ctl` with kl_ctl =
+   the KL controller's value, init_kl_coef at the first step (FixedKLController; AdaptiveKLController starts there
+   too). The gradient is that of the whole loss.
 
 The rollout log-probs are passed only when is_correction_level is not "off" (the trainer asks vLLM for them only
 then; otherwise experience.rollout_log_probs is None). The inputs are the verl policy-loss cases' (same fixtures,
@@ -53,6 +62,7 @@ OPENRLHF_VERSION = "0.11.2"
 TORCH_VERSION = "2.13.0+cpu"
 ROOT = Path(openrlhf.__file__).resolve().parent
 FILES_RUN = ["openrlhf/models/loss.py", "openrlhf/models/utils.py", "openrlhf/utils/loss_utils.py"]
+GLUE_FILES = ["openrlhf/trainer/ray/ppo_actor.py"]  # restated, not run
 
 STUBS = [
     "sys.modules['deepspeed'] = an empty module (openrlhf/models/utils.py imports it at the top; only "
@@ -63,6 +73,10 @@ STUBS = [
     "iter_grad_accum_global_norm gets strategy=None (with no process group initialised it never reads it) and the "
     "action mask itself as the one micro-batch item (mask_fn = identity, where PolicyActor passes "
     "lambda e: e.action_mask on its Experience)",
+    "the KL-loss cases restate training_step's three KL lines (ppo_actor.py:318-338) instead of calling it: "
+    "training_step needs the Actor model's forward, a DeepspeedStrategy and an Experience; the restated lines call "
+    "compute_approx_kl and aggregate_loss unmodified, with action_log_probs the same leaf the policy loss takes and "
+    "base_action_log_probs = inputs.ref_log_prob",
 ]
 
 sys.modules["deepspeed"] = types.ModuleType("deepspeed")
@@ -70,7 +84,8 @@ _package = types.ModuleType("openrlhf.models")
 _package.__path__ = [str(ROOT / "models")]
 sys.modules["openrlhf.models"] = _package
 
-from openrlhf.models.loss import PolicyLoss  # noqa: E402
+from openrlhf.models.loss import PolicyLoss, aggregate_loss  # noqa: E402
+from openrlhf.models.utils import compute_approx_kl  # noqa: E402
 from openrlhf.utils.loss_utils import iter_grad_accum_global_norm  # noqa: E402
 
 FORMAT = (
@@ -90,8 +105,16 @@ FORMAT = (
     "outputs.grad_log_prob = d loss / d log_prob by autograd (log_prob a leaf with requires_grad; masked positions "
     "get 0). PolicyLoss returns no IS weights or rejection mask: the coefficient it multiplies into the per-token "
     "loss shows in grad_log_prob only. Masked positions of the log-probs keep their seeded values (the loss never "
-    "reads them unmasked). Suggested tolerance: atol=1e-5, rtol=1e-5."
+    "reads them unmasked). The KL-loss cases (params.kl set: use_kl_loss, init_kl_coef, kl_estimator, "
+    "unbiased_gradient, ref_scale) also have inputs.ref_log_prob = base_action_log_probs and outputs.kl_loss = "
+    "aggregate_loss(compute_approx_kl(log_prob, ref_log_prob, log_probs_old=old_log_prob, kl_estimator, "
+    "unbiased_gradient), response_mask, **loss_batch_info); their outputs.loss = policy loss + kl_loss * "
+    "init_kl_coef, and grad_log_prob is that sum's gradient. Suggested tolerance: atol=1e-5, rtol=1e-5."
 )
+# The reference policy of the KL-loss cases: ref = min(old + ref_scale * randn, LOGPROB_CAP), drawn from its own
+# generator so that the shared drift inputs stay as they are.
+REF_SEED = 7
+KL_DEFAULTS = {"use_kl_loss": True, "init_kl_coef": 0.1, "kl_estimator": "k3", "unbiased_gradient": False}
 
 # Inputs: references/policy_inputs.py's drift recipe (drift_fixtures, drift_inputs), shared with
 # references/verl/generate.py.
@@ -139,20 +162,39 @@ def _run(params: dict, x: dict) -> dict:
         rollout_log_probs=x["rollout"] if correction else None,
         **info,
     )
+    kl_loss = None
+    if params.get("kl"):  # training_step's KL lines (ppo_actor.py:318-338), restated
+        k = params["kl"]
+        kl = compute_approx_kl(
+            log_prob,
+            x["ref"],
+            log_probs_old=x["old"],
+            kl_estimator=k["kl_estimator"],
+            unbiased_gradient=k["unbiased_gradient"],
+        )
+        kl_loss = aggregate_loss(kl, mask, **info)
+        loss = loss + kl_loss * k["init_kl_coef"]
     loss.backward()
     assert loss.dtype == torch.float32 and log_prob.grad.dtype == torch.float32
     metrics = {"clip_ratio": clip_ratio, "ppo_kl": ppo_kl, "vllm_kl": vllm_kl, "is_filter_ratio": is_filter_ratio}
-    return {
+    out = {
         "loss": loss.item(),
         "grad_log_prob": log_prob.grad.tolist(),
         "metrics": {k: None if v is None else v.item() for k, v in metrics.items()},
     }
+    if kl_loss is not None:
+        out["kl_loss"] = kl_loss.item()
+    return out
 
 
-def _spec(fixture="multiturn_holes", drift="drift", adv="grpo", note="", **params):
+def _spec(fixture="multiturn_holes", drift="drift", adv="grpo", note="", kl=None, **params):
     unknown = set(params) - set(DEFAULTS)
     assert not unknown, unknown
-    return {"fixture": fixture, "drift": drift, "adv": adv, "note": note, "params": {**DEFAULTS, **params}}
+    spec = {"fixture": fixture, "drift": drift, "adv": adv, "note": note, "params": {**DEFAULTS, **params}}
+    if kl is not None:  # only the KL-loss cases carry params.kl: the other cases stay as they were
+        assert not set(kl) - set(KL_DEFAULTS) - {"ref_scale"}, kl
+        spec["params"]["kl"] = {**KL_DEFAULTS, "ref_scale": 0.2, **kl}
+    return spec
 
 
 MH = "multiturn_holes"
@@ -241,6 +283,76 @@ CASES = [
     ),
     _spec(**SEQ, is_correction_mode="clip", note="clip needs level token"),
     _spec(**TOKEN, is_correction_gating="binary_kl", note="a divergence gate needs an upper bound only"),
+    # the KL-to-reference loss (use_kl_loss): token mean over the action mask, whatever loss_agg_mode says
+    _spec(drift="ratio1", kl={"kl_estimator": "k1"}, note="KL loss k1 at ratio 1: -A/n + beta/n"),
+    _spec(kl={"kl_estimator": "k1"}),
+    _spec(kl={"kl_estimator": "k2"}),
+    _spec(kl={"kl_estimator": "k3"}),
+    _spec(fixture=RD, drift="large", adv="normal", kl={"kl_estimator": "k3", "init_kl_coef": 0.5}),
+    _spec(
+        fixture=RD,
+        loss_agg_mode="seq-mean-token-mean",
+        kl={"kl_estimator": "k3"},
+        note="per-sample policy loss; the KL loss stays a token mean over the action tokens",
+    ),
+    _spec(fixture=RD, drift="large", loss_agg_mode="seq-mean-token-mean", kl={"kl_estimator": "k2"}),
+    _spec(**GSPO, kl={"kl_estimator": "k3"}, note="GSPO (per-sample, forced); the KL loss a token mean"),
+    _spec(fixture=RD, drift="large", policy_loss_type="gspo", kl={"kl_estimator": "k1"}),
+    _spec(
+        drift="large",
+        kl={"kl_estimator": "k1", "ref_scale": 8.0},
+        note="a far reference: |log_prob - ref| > 10 on some tokens, where the ±10 clamp cuts k1's gradient",
+    ),
+    _spec(
+        drift="large",
+        kl={"kl_estimator": "k2", "ref_scale": 8.0},
+        note="k2 = d^2/2 clamped at 10: no gradient where |log_prob - ref| > sqrt(20)",
+    ),
+    _spec(
+        fixture=RD,
+        drift="large",
+        kl={"kl_estimator": "k3", "ref_scale": 8.0},
+        note="k3 clamped at 10 (log_prob - ref below about -2.6 or above about 11)",
+    ),
+    _spec(
+        drift="large",
+        **TOKEN,
+        is_correction_threshold=[0.5, 2.0],
+        kl={"kl_estimator": "k3"},
+        note="ICEPOP token mask: a masked token's policy loss is 0, its KL loss stays",
+    ),
+    _spec(
+        drift="large",
+        **TOKEN,
+        is_correction_gating="binary_kl",
+        is_correction_threshold=[0.0, 0.05],
+        kl={"kl_estimator": "k3"},
+        note="token binary-KL gate under token-mean: a gated token keeps its KL loss and its count",
+    ),
+    _spec(
+        fixture=RD,
+        drift="large",
+        **SEQ,
+        is_correction_gating="binary_kl",
+        is_correction_threshold=[0.0, 0.05],
+        loss_agg_mode="seq-mean-token-mean",
+        kl={"kl_estimator": "k2"},
+        note="rows dropped by the binary-KL gate keep their KL loss",
+    ),
+    _spec(
+        drift="large",
+        **TOKEN,
+        is_correction_mode="clip",
+        is_correction_threshold=[0.0, 2.0],
+        kl={"kl_estimator": "k1"},
+        note="TIS: the IS coefficient weighs the policy loss, not the KL loss",
+    ),
+    _spec(
+        drift="large",
+        kl={"kl_estimator": "k3", "unbiased_gradient": True},
+        note="unbiased_gradient: the k3 value forward, the gradient w * (log_prob - ref) with w = min(exp(log_prob - "
+        "old), 10) detached (a straight-through surrogate)",
+    ),
 ]
 
 
@@ -256,6 +368,11 @@ def _case_name(spec: dict) -> str:
         parts.append(
             f"is={p['is_correction_level']},{p['is_correction_mode']},{p['is_correction_gating']},[{low},{high}]"
         )
+    if p.get("kl"):
+        k = p["kl"]
+        parts.append(f"kl_loss={k['kl_estimator']},coef={k['init_kl_coef']},ref_scale={k['ref_scale']}")
+        if k["unbiased_gradient"]:
+            parts.append("unbiased_gradient")
     return "/".join(parts)
 
 
@@ -267,6 +384,14 @@ LOSS_NOTES = {
     "broadcast * action_mask; loss_t = -min(s A, clip(s, 1 - eps_low, 1 + eps_high) A) (dual clip likewise); "
     "aggregate_loss per sample (token_level_loss forced False)",
 }
+
+
+KL_NOTE = (
+    "Plus the KL loss: init_kl_coef * aggregate_loss(compute_approx_kl(log_prob, ref, kl_estimator), action_mask, "
+    "**loss_batch_info): always the token sum over the action mask / batch_num_tokens (loss_batch_info has no "
+    "token_level_loss), before any is_correction mask; k1 = d, k2 = d^2/2, k3 = exp(-max(d, -10)) - 1 + max(d, -10), "
+    "d = log_prob - ref, every estimator clamped to [-10, 10]."
+)
 
 
 def _verl_inputs() -> dict:
@@ -284,10 +409,18 @@ def _verl_inputs() -> dict:
 def _build_cases() -> list[dict]:
     fixtures = policy_inputs.drift_fixtures()
     verl_inputs = _verl_inputs()
-    cases, checked = [], 0
+    cases, unmatched = [], set()
     for spec in CASES:
         x, how = policy_inputs.drift_inputs(spec["fixture"], fixtures[spec["fixture"]], spec["drift"], spec["adv"])
         params = dict(spec["params"])
+        if params.get("kl"):
+            g = torch.Generator().manual_seed(REF_SEED)
+            noise = torch.randn(x["old"].shape, generator=g, dtype=torch.float32)
+            x["ref"] = (x["old"] + params["kl"]["ref_scale"] * noise).clamp(max=policy_inputs.LOGPROB_CAP)
+            how += (
+                f"; ref = min(old + {params['kl']['ref_scale']} * randn(B, T, generator=torch.Generator()."
+                f"manual_seed({REF_SEED})), {policy_inputs.LOGPROB_CAP})"
+            )
         outputs = _run(params, x)
         inputs = {
             "log_prob": x["log_prob"].tolist(),
@@ -298,17 +431,21 @@ def _build_cases() -> list[dict]:
         }
         if params["is_correction_level"] == "off":
             del inputs["rollout_log_prob"]
+        if params.get("kl"):
+            inputs["ref_log_prob"] = x["ref"].tolist()
         same = verl_inputs.get((spec["fixture"], spec["drift"], spec["adv"]), {})
         assert all(same[k] == v for k, v in inputs.items() if k in same), spec  # the verl cases' numbers
-        checked += bool(same)
+        if not same:
+            unmatched.add((spec["fixture"], spec["drift"], spec["adv"]))
+        kl_note = f" {KL_NOTE}" if params.get("kl") else ""
         note = (
-            f"{spec['note'] + '. ' if spec['note'] else ''}{LOSS_NOTES[params['policy_loss_type']]}. Masks from "
-            f"{fixtures[spec['fixture']]['source']}; {how}"
+            f"{spec['note'] + '. ' if spec['note'] else ''}{LOSS_NOTES[params['policy_loss_type']]}.{kl_note} "
+            f"Masks from {fixtures[spec['fixture']]['source']}; {how}"
         )
         cases.append({"name": _case_name(spec), "note": note, "params": params, "inputs": inputs, "outputs": outputs})
     names = [c["name"] for c in cases]
     assert len(set(names)) == len(names), "duplicate case names"
-    assert checked == len(cases) - 1, checked  # all but RD/large/normal, which no verl case has
+    assert unmatched == {(RD, "large", "normal")}, unmatched  # the one input set no verl case has
     return cases
 
 
@@ -329,8 +466,13 @@ def _reference() -> dict:
         "glue": "Restated from ppo_actor.py (not called): the PolicyLoss constructor arguments from args (token_level_"
         "loss = args.actor.loss_agg_mode == 'token-mean'), the CLI's single-threshold rule (train_ppo_ray.py: HIGH "
         "-> [0.0, HIGH]), and training_step's call with rollout_log_probs = experience.rollout_log_probs (None "
-        "unless is_correction_level is on) and **loss_batch_info; the KL-loss, entropy and aux-loss terms are off",
+        "unless is_correction_level is on) and **loss_batch_info; the KL-loss cases (params.kl) add training_step's KL "
+        "lines (ppo_actor.py:318-338): kl = compute_approx_kl(action_log_probs, base_action_log_probs, log_probs_old="
+        "old_action_log_probs, kl_estimator, unbiased_gradient), kl_loss = aggregate_loss(kl, action_mask, "
+        "**loss_batch_info), loss = actor_loss + kl_loss * kl_ctl (kl_ctl = init_kl_coef); the entropy and aux-loss "
+        "terms are off",
         "sha256": {path: hashlib.sha256((ROOT.parent / path).read_bytes()).hexdigest() for path in FILES_RUN},
+        "glue_sha256": {path: hashlib.sha256((ROOT.parent / path).read_bytes()).hexdigest() for path in GLUE_FILES},
         "torch": torch.__version__,
         "stubs": STUBS,
     }
