@@ -274,6 +274,7 @@ CONVENTION_WORDS = {
     },
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
     "sequence_is_supported": {True: "exists", False: "does not exist"},
+    "seq_mean_supported": {True: "exist", False: "do not exist"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},
 }
 # The fields ``differences`` names one by one, in this order (the rest: "also <field>, …").

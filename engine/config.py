@@ -364,6 +364,10 @@ class CreditConfig:
         "(rollout_rs seq_mean_k1, or seq_mean_bkl/tv) and weighs each token by its own ratio, and it refuses "
         "is_correction_mode='clip' at that level."
     )
+    seq_mean_supported: bool | None = convention(
+        "Whether the seq-mean loss modes exist (verl's agg_loss and the others). Search-R1 a14dc3a has no "
+        "loss_agg_mode: its compute_policy_loss is a token mean (masked_mean over the response mask)."
+    )
     prompt_mean_supported: bool | None = convention(
         "Whether loss_agg_mode='prompt-mean-token-mean' exists: a token mean within each prompt group, then the "
         "mean over the batch's groups (SkyRL's loss_reduction='prompt_mean'; the other trainers have no such mode)."
@@ -603,6 +607,11 @@ class CreditConfig:
                 raise ValueError(f"CreditConfig.{name}: must be in {range_text(rule.within)}, got {value}")
         if self.loss_agg_mode == "token-sum" and not self.token_sum_supported:
             raise ValueError(f"CreditConfig.loss_agg_mode: 'token-sum' does not exist in profile {self.profile!r}")
+        if self.loss_agg_mode.startswith("seq-mean") and not self.seq_mean_supported:
+            raise ValueError(
+                f"CreditConfig.loss_agg_mode: {self.loss_agg_mode!r} does not exist in profile {self.profile!r} (its "
+                f"policy loss is a token mean)"
+            )
         if self.estimator == "logged" and self.stepwise_mode != "trajectory":
             raise ValueError(
                 f"CreditConfig.stepwise_mode: {self.stepwise_mode!r} would recompute the advantages from step rewards; "

@@ -71,6 +71,7 @@ VERL = Profile(
         seq_mean_rows="all",
         token_sum_supported=True,
         sequence_is_supported=True,
+        seq_mean_supported=True,
         prompt_mean_supported=False,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
@@ -132,9 +133,10 @@ PROFILES: dict[str, Profile] = {
             "Search-R1",
             "Search-R1 a14dc3a",
             "advantages over the attention mask (info tokens included), GAE without hole skipping, last token "
-            "bootstraps from the first padding value.",
+            "bootstraps from the first padding value; the policy loss is a token mean (no loss_agg_mode).",
             **_OLD_VERL,
             gae_value_mask="attention_shifted",
+            seq_mean_supported=False,
         ),
         VERL.derive(
             "kg-r1",

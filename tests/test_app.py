@@ -126,7 +126,7 @@ def test_scheme_code_carries_the_length_penalty() -> None:
 
 def test_scheme_code_carries_every_sidebar_field() -> None:
     cfg = CreditConfig(
-        profile="search-r1",
+        profile="kg-r1",
         estimator="reinforce_plus_plus",
         gamma=0.9,
         lam=0.8,

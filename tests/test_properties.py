@@ -142,6 +142,8 @@ def assert_close(actual, expected, atol=1e-9, rtol=1e-7, msg=""):
 def _config(profile: str, estimator: str, mode: str, agg: str, **kw) -> CreditConfig:
     if agg == "token-sum" and not CreditConfig(profile=profile).token_sum_supported:
         agg = "token-mean"  # that profile's verl has no token-sum
+    if agg.startswith("seq-mean") and not CreditConfig(profile=profile).seq_mean_supported:
+        agg = "token-mean"  # Search-R1's policy loss is a token mean
     if agg == "prompt-mean-token-mean" and not CreditConfig(profile=profile).prompt_mean_supported:
         agg = "token-mean"  # SkyRL's prompt_mean: profile skyrl only
     if estimator == "logged":

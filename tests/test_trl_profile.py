@@ -159,3 +159,13 @@ def test_a_cleared_segmented_control_falls_back_to_its_declared_default() -> Non
     assert fit_scheme(values | fixed | {"rollout_is_threshold": "2_1"}, info, ["grpo"]) == {
         "rollout_is_threshold": "2.0"
     }
+
+
+@pytest.mark.parametrize("mode", ["seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum"])
+def test_search_r1_has_only_a_token_mean(mode: str) -> None:
+    # Search-R1 a14dc3a: compute_policy_loss = masked_mean(pg_losses, eos_mask), no loss_agg_mode (CONVENTIONS §4)
+    with pytest.raises(ValueError, match=f"'{mode}' does not exist in profile 'search-r1'"):
+        CreditConfig(profile="search-r1", loss_agg_mode=mode)
+    assert CreditConfig(profile="search-r1").loss_agg_mode == "token-mean"
+    if mode != "token-sum":  # KG-R1's old verl agg_loss has the seq-mean modes (not token-sum)
+        assert CreditConfig(profile="kg-r1", loss_agg_mode=mode).loss_agg_mode == mode
