@@ -311,9 +311,9 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
             check_threshold("rollout_is_threshold", str(values["rollout_is_threshold"]))
         except ValueError:
             fixed["rollout_is_threshold"] = config.FIELDS["rollout_is_threshold"].default
-    # prime-rl's length penalty: GRPO only, on the trace lengths the verifiers traces carry
-    estimator = fixed.get("estimator", values["estimator"])
-    if values.get("length_penalty") is not None and (estimator != "grpo" or not getattr(info, "has_trace_lengths", 0)):
+    # prime-rl's length penalty reads the trace lengths the verifiers traces carry (GRPO only: the config refuses
+    # it elsewhere, and refusal_fixes resets it)
+    if values.get("length_penalty") is not None and not getattr(info, "has_trace_lengths", False):
         fixed["length_penalty"] = None
     if not getattr(info, "has_rollout_log_probs", False):  # the rollout correction needs both engines' log-probs
         for field, default in (("rollout_is", None), ("policy_ratio_base", "trainer"), ("rollout_rs", ()),

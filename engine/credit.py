@@ -29,6 +29,7 @@ from engine.stages import (
     Masks,
     Rewards,
     TokenScores,
+    batch_rows,
     estimate,
     masks_for,
     place_scores,
@@ -297,8 +298,7 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
     cfg = res.config.replace(loss_agg_mode=mode)
     if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
         return res.replace(config=cfg)
-    kept = res.kept
-    w = token_weights(res.count_mask, cfg, group_ids, None if bool(kept.all()) else kept.sum().clamp(min=1))
+    w = token_weights(res.count_mask, cfg, group_ids, batch_rows(res.kept))
     if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
         w = w * res.loss_mask.bool()
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)

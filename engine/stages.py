@@ -266,6 +266,18 @@ class PolicyWeights:
     grad_weight: torch.Tensor
 
 
+def batch_rows(kept: torch.Tensor) -> torch.Tensor | None:
+    """How many rows the trainer's batch holds when rows were dropped from it (``kept`` [B]: rLLM's rejection
+    sampling and truncation filter); None when none was (every row counts)."""
+    return None if bool(kept.all()) else kept.sum().clamp(min=1)
+
+
+def aggregation_config(cfg: CreditConfig) -> CreditConfig:
+    """``cfg`` with the loss aggregation its policy loss really uses: seq-mean-token-mean for the profile's
+    ``seq_mean_losses`` (verl's SAPO, OpenRLHF's GSPO), whatever ``loss_agg_mode`` says."""
+    return cfg.replace(loss_agg_mode="seq-mean-token-mean") if cfg.policy_loss in cfg.seq_mean_losses else cfg
+
+
 def token_weights(
     loss_mask: torch.Tensor,
     cfg: CreditConfig,
@@ -308,30 +320,24 @@ def weigh_loss(
         kept = verdicts == SOLVE_PARTIAL
     if cfg.mask_truncated_samples:
         kept = kept & ~batch.truncated
-    all_kept = bool(kept.all())
-    loss_mask = masks.state if all_kept else masks.state * kept[:, None]  # no [B, T] copy when all kept
-    rows = None if all_kept else kept.sum().clamp(min=1)  # the rows left in the trainer's batch
+    rows = batch_rows(kept)
+    loss_mask = masks.state if rows is None else masks.state * kept[:, None]  # no [B, T] copy when all kept
     if cfg.zero_advantage_tokens == "dropped":  # prime-rl: a token with advantage exactly 0 trains nothing
         loss_mask = loss_mask * (out.advantages != 0)
     correction = masks.correction  # computed before the advantages (verl's decoupled mode), else here
     if correction is None and (cfg.rollout_is is not None or cfg.rollout_rs):
         correction = _correction(batch, cfg, loss_mask)
+    count_mask = loss_mask
     if correction is not None and correction.keep is not None:  # verl swaps in the rejection-masked response mask
+        loss_mask = loss_mask * correction.keep
         # bypass mode, and trainers that zero a rejected token's loss after fixing the normaliser (SkyRL, OpenRLHF):
-        # the token count stays the original mask's
-        if cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted:
+        # the token count stays the original mask's; verl's SAPO, OpenRLHF's GSPO count the loss mask
+        counted = cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted
+        if not counted or cfg.policy_loss in cfg.seq_mean_losses:
             count_mask = loss_mask
-            w = token_weights(count_mask, cfg, batch.group_ids, rows) * correction.keep
-            loss_mask = loss_mask * correction.keep
-        else:
-            loss_mask = count_mask = loss_mask * correction.keep
-            w = token_weights(loss_mask, cfg, batch.group_ids, rows)
-    else:
-        count_mask = loss_mask
-        w = token_weights(loss_mask, cfg, batch.group_ids, rows)
-    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean, whatever the mode
-        count_mask = loss_mask
-        w = token_weights(loss_mask, cfg.replace(loss_agg_mode="seq-mean-token-mean"), rows=rows)
+    w = token_weights(count_mask, aggregation_config(cfg), batch.group_ids, rows)
+    if count_mask is not loss_mask:  # a rejected token still counted: it gets no weight
+        w = w * correction.keep
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
