@@ -110,7 +110,9 @@ class TrajectoryBatch:
         logged_advantages [B, T] or None (the trainer's own advantage at each response token, 0 where it logged
         none) with logged_advantage_mask [B, T] float 0/1 (1 where it logged one; within the attention mask;
         default: the attention mask);
-        truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings.
+        truncated [B] bool (ran into the length limit); trajectory_ids (B,) strings;
+        steps [B] long or None (None: one step): the training step of each row. A trainer computes each step's
+        batch alone, so ``compute_credit`` on a batch of several steps computes each step alone (``engine.steps``).
     """
 
     token_ids: torch.Tensor
@@ -138,6 +140,7 @@ class TrajectoryBatch:
     logged_advantage_mask: torch.Tensor | None = None
     truncated: torch.Tensor | None = None
     trajectory_ids: tuple[str, ...] = field(default=())
+    steps: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         ids = torch.as_tensor(self.token_ids)
@@ -192,6 +195,11 @@ class TrajectoryBatch:
             s(self, "truncated", torch.zeros(B, dtype=torch.bool, device=dev))
         else:
             s(self, "truncated", _as_mask("truncated", self.truncated, (B,), dev).bool())
+        if self.steps is not None:
+            steps = _as_long("steps", self.steps, (B,), dev)
+            if bool((steps < 0).any()):
+                _fail("steps", f"negative step {int(steps.min())}")
+            s(self, "steps", steps)
         tids = tuple(str(t) for t in self.trajectory_ids) or tuple(f"traj-{i}" for i in range(B))
         if len(tids) != B:
             _fail("trajectory_ids", f"expected {B} ids, got {len(tids)}")
@@ -264,6 +272,11 @@ class TrajectoryBatch:
         if self.turn_mask is not None:
             return self.turn_mask.sum(-1).long()
         return (self.turn_ids.max(dim=-1).values + 1).clamp(min=0).long()
+
+    @property
+    def step_values(self) -> list[int]:
+        """The batch's distinct steps in order ([] when ``steps`` is None: one unnumbered step)."""
+        return [] if self.steps is None else torch.unique(self.steps).tolist()
 
     @property
     def info_mask(self) -> torch.Tensor:

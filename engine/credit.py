@@ -39,6 +39,7 @@ from engine.stages import (
     token_weights,
     weigh_loss,
 )
+from engine.steps import StepParts, merge_steps, split_steps
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -106,6 +107,8 @@ class CreditResult:
     intermediates (TD errors, advantages before whitening, baselines, step returns, …). notes: strings such as
     the value stand-in used and the placement resolved. metrics: floats (current KL, β after the update, …).
     seconds: the time spent computing so far (stages 1–3, then also the views once they are computed).
+    step_rows: for a batch of several training steps, ``(step, rows)`` of each, computed alone (``engine.steps``);
+    empty for one step.
 
     Views (``VIEWS``: computed together on first read, then kept): kl: per-token KL (masked; zeros without
     log-probs). loss_mask: tokens that enter the loss. count_mask: the tokens the aggregation counted (loss_mask, or
@@ -139,8 +142,9 @@ class CreditResult:
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
     notes: dict[str, str] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    step_rows: tuple[tuple[int, torch.Tensor], ...] = ()
     _views: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
-    _pending: _Pending | None = field(default=None, repr=False, compare=False)
+    _pending: _Pending | StepParts | None = field(default=None, repr=False, compare=False)
 
     kl = _view("kl")
     loss_mask = _view("loss_mask")
@@ -244,12 +248,21 @@ def compute_credit(
 
     ``token_extras=False`` leaves the estimator's [B, T] intermediates (GAE's TD errors and raw advantages, …)
     out of ``extras``, dropped as soon as the estimator returns: for programs that keep results of big batches
-    (the dashboard). Row and turn intermediates stay; every other field is the same."""
+    (the dashboard). Row and turn intermediates stay; every other field is the same.
+
+    A batch of several training steps (``batch.steps``) is computed one step at a time, each alone, as the trainer
+    computed it, and put back in row order (``engine.steps``): no group, whitening, batch statistic, KL controller
+    or loss count crosses a step."""
     cfg = cfg or CreditConfig()
     if batch.batch_size == 0 or batch.num_tokens == 0:
         raise ValueError(
             f"compute_credit: the batch is empty ({batch.batch_size} trajectories × {batch.num_tokens} tokens)"
         )
+    if parts := split_steps(batch):
+        steps = [s for s, _ in parts]
+        rows = [r for _, r in parts]
+        results = [compute_credit(batch.select(r), cfg, device, token_extras) for r in rows]
+        return merge_steps(batch.batch_size, steps, [r.to(results[0].advantages.device) for r in rows], results)
     start = time.perf_counter()
     dev = resolve_device(device)
     batch = batch.to(dev)
@@ -286,6 +299,18 @@ def compute_credit(
     )
 
 
+def _step_weights(res: CreditResult, cfg: CreditConfig, group_ids: torch.Tensor | None) -> torch.Tensor:
+    """``token_weights`` of ``res``'s counted mask under ``cfg``, each step's rows alone (their counts are that
+    step's batch's)."""
+    if not res.step_rows:
+        return token_weights(res.count_mask, cfg, group_ids, batch_rows(res.kept))
+    w = torch.zeros(res.count_mask.shape, dtype=res.agg_weights.dtype, device=res.count_mask.device)
+    for _, rows in res.step_rows:
+        gid = None if group_ids is None else group_ids.to(rows.device)[rows]
+        w[rows] = token_weights(res.count_mask[rows], cfg, gid, batch_rows(res.kept[rows]))
+    return w
+
+
 def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | None = None) -> CreditResult:
     """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: the mode changes only the
     aggregation weights and, through them, the effective weights (w · A on the loss mask), so those two are
@@ -298,7 +323,7 @@ def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | N
     cfg = res.config.replace(loss_agg_mode=mode)
     if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
         return res.replace(config=cfg)
-    w = token_weights(res.count_mask, cfg, group_ids, batch_rows(res.kept))
+    w = _step_weights(res, cfg, group_ids)
     if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
         w = w * res.loss_mask.bool()
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)

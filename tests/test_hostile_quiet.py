@@ -176,6 +176,7 @@ def test_any_error_of_one_file_is_a_problem_naming_it(tmp_path, monkeypatch, err
     class HalfRead:
         def __init__(self, adapter):
             self.adapter = adapter
+            self.step_file, self.step_folder = adapter.step_file, adapter.step_folder
 
         def read(self, path, ctx):
             items = self.adapter.read(path, ctx)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.io.adapters import get_adapter, prime_rl_tokens
+from engine.io.adapters import ADAPTERS, get_adapter, prime_rl_tokens
 from engine.io.data.batching import missing_field_problems
 from engine.io.data.logged import logged_length_mismatch
 from engine.io.data.model import Segment, Trajectory
@@ -26,6 +26,7 @@ from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect_format
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
+from engine.io.reading.steps import StepCheck, is_step_folder, path_step
 from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
 from engine.io.text.tokenize import (
     canonical_name,
@@ -46,6 +47,8 @@ DOC_SUFFIXES = (".md", ".txt", ".rst")
 DOC_STEMS = ("readme", "license", "licence", "copying", "notice", "source")
 CHUNK = 512
 TEXT_NOTES_PER_FILE = 20  # segments whose token ids and text disagree, noted one by one; then one count
+STEP_FOLDERS = [a.step_folder for a in ADAPTERS.values() if a.step_folder is not None]
+MAX_STEP_DEPTH = 3  # how deep a folder load reads inside a step folder (prime-rl: rollouts/step_N/<env>/...)
 
 
 @dataclass
@@ -76,12 +79,15 @@ def is_doc_name(name: str) -> bool:
     return low.startswith(".") or low.endswith(DOC_SUFFIXES) or low.split(".", 1)[0] in DOC_STEMS
 
 
-def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]]]:
+def folder_entries(folder: Path, depth: int = 0) -> tuple[list[Path], list[tuple[Path, str, str]]]:
     """(data files read, [(entry, why it is not read, scope)]) of a folder, sorted by name. Every entry but hidden
     files and documentation is one or the other: a subfolder, a compressed file or a file of another kind is
     named with its reason, never passed over silently. ``scope`` is ``"record"`` for a file that may hold
     rollouts the load cannot read (compressed, not a regular file) and ``"run"`` for what a folder load does not
-    read by design (subfolders, files of other kinds). ``ValueError`` if the folder cannot be listed."""
+    read by design (subfolders, files of other kinds). A subfolder named as some trainer names a step's folder
+    (``step_12``, ``train_step_3_epoch_0``, AReaL's ``<version>``: ``Adapter.step_folder``) is read too, and so are
+    the folders inside it (``MAX_STEP_DEPTH`` deep): a run folder of step folders is one run.
+    ``ValueError`` if the folder cannot be listed."""
     try:
         entries = sorted(folder.iterdir())
     except OSError as e:
@@ -89,15 +95,16 @@ def folder_entries(folder: Path) -> tuple[list[Path], list[tuple[Path, str, str]
     files: list[Path] = []
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
-        if prime_rl_tokens.is_step_folder(p):  # prime-rl's token_exports/step_N: its rank files are the run's
-            more, skip = folder_entries(p)
-            files += more
-            skipped += skip
-            continue
-        if p.is_dir():
-            if not p.name.startswith("."):
+        if p.is_dir() and not p.name.startswith("."):
+            if (depth and depth < MAX_STEP_DEPTH) or is_step_folder(p, STEP_FOLDERS):
+                more, skip = folder_entries(p, depth + 1)
+                files += more
+                skipped += skip
+            else:
                 reason = "subfolder not read: a folder load reads the files directly in it; load it on its own"
                 skipped.append((p, reason, "run"))
+            continue
+        if p.is_dir():
             continue
         data = is_data_name(p.name) and not p.name.startswith(".")  # readme.jsonl is data, .hidden.jsonl is not
         if not data and (is_doc_name(p.name) or prime_rl_tokens.is_marker(p)):
@@ -193,8 +200,11 @@ def load_run(
             log.note(str(entry), None, reason)
     report = progress or no_progress
     trajectories: list[Trajectory] = []
-    seen: set[str] = set()
+    lines: list[int | None] = []  # each trajectory's line in its file (for the step notes)
+    seen: set[tuple[int | None, str]] = set()
     infos = []
+    steps = StepCheck(log)
+    root = path if path.is_dir() else None
     for n, file in enumerate(files):
         ctx = LoadContext(
             file=str(file),
@@ -207,7 +217,10 @@ def load_run(
         ctx.progress = _scaled(report, n, len(files))
         kept = len(trajectories)
         try:
-            infos.append(_load_file(file, fmt, tokenizer, ctx, seen, trajectories))
+            info = _load_file(file, fmt, tokenizer, ctx, seen, trajectories, lines, root)
+            infos.append(info)
+            adapter = get_adapter(info["source"])
+            steps.assign(file, trajectories[kept:], adapter.step_file, adapter.step_folder, root, lines[kept:])
         except NotRollouts as e:
             if not path.is_dir():
                 raise ValueError(f"{file}: {e}") from None
@@ -218,9 +231,11 @@ def load_run(
             if not path.is_dir() or strict:
                 raise ValueError(_file_error(file, e)) from None
             for traj in trajectories[kept:]:  # a file that failed half-way is skipped whole
-                seen.discard(traj.id)
+                seen.discard(_identity(traj, ctx))
             del trajectories[kept:]
+            del lines[kept:]
             log.add(str(file), None, None, f"{_read_error(e).removeprefix(f'{file}: ')}; file skipped")
+    trajectories = steps.resolve(trajectories)
     for problem in missing_field_problems(trajectories, str(path)):
         log.add(problem.file, problem.line, problem.field, problem.reason)
     if reason := degenerate_groups(trajectories):
@@ -243,16 +258,28 @@ def degenerate_groups(trajectories: list[Trajectory]) -> str | None:
     )
 
 
-def _load_file(file: Path, fmt, tokenizer, ctx: LoadContext, seen: set[str], out: list[Trajectory]) -> dict:
-    """Stream one file through its adapter into ``out``; returns what the file said about its run."""
+def _load_file(
+    file: Path,
+    fmt,
+    tokenizer,
+    ctx: LoadContext,
+    seen: set[tuple[int | None, str]],
+    out: list[Trajectory],
+    lines: list[int | None],
+    root: Path | None,
+) -> dict:
+    """Stream one file through its adapter into ``out`` (each one's line into ``lines``); returns what the file
+    said about its run. ``root``: the folder the run was opened at (None: a single file), for the path's step."""
     if kind := compression(file):
         raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
     name = fmt or detect_format(file, ctx.max_bytes)
-    items = get_adapter(name).read(file, ctx)
+    adapter = get_adapter(name)
+    ctx.path_step = path_step(file, adapter.step_file, adapter.step_folder, root)[0]
+    items = adapter.read(file, ctx)
     texts = _TextCheck(ctx)
     # strict: validate each record before reading the next, so the error is the first bad record in the file
     for chunk in _chunks(items, 1 if ctx.log.strict else CHUNK):
-        _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out, texts)
+        _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out, texts, lines)
     texts.close()
     for key in [k for k, v in ctx.run_metadata.items() if unwritable(v, k)]:
         field_, reason = unwritable(ctx.run_metadata.pop(key), f"metadata.{key}")
@@ -311,7 +338,13 @@ class _TextCheck:
 
 
 def _accept(
-    chunk, tok_name: str | None, ctx: LoadContext, seen: set[str], out: list[Trajectory], texts: _TextCheck
+    chunk,
+    tok_name: str | None,
+    ctx: LoadContext,
+    seen: set[tuple[int | None, str]],
+    out: list[Trajectory],
+    texts: _TextCheck,
+    lines: list[int | None],
 ) -> None:
     """Tokenize, validate and de-duplicate one chunk of adapter items, appending the good ones to ``out``.
 
@@ -336,13 +369,21 @@ def _accept(
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, f"{prefix}" if prefix else "")
             continue
-        if traj.id in seen:
-            ctx.log.add(ctx.file, line, f"{prefix}id", f"duplicate trajectory id {traj.id!r}; this record is skipped")
+        if (key := _identity(traj, ctx)) in seen:
+            where = "" if key[0] is None else f" in step {key[0]}"
+            reason = f"duplicate trajectory id {traj.id!r}{where}; this record is skipped"
+            ctx.log.add(ctx.file, line, f"{prefix}id", reason)
             continue
-        seen.add(traj.id)
+        seen.add(key)
         out.append(traj)
+        lines.append(line)
         given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
     texts.check(given, tok_name)
+
+
+def _identity(traj: Trajectory, ctx: LoadContext) -> tuple[int | None, str]:
+    """What makes a trajectory one: its id within its step (the same id in two steps is two rollouts)."""
+    return (traj.step if traj.step is not None else ctx.path_step, traj.id)
 
 
 def _chunks(items: Iterable, size: int) -> Iterable[list]:

@@ -3,9 +3,11 @@ records to the load context; detection (``engine.io.detect``) asks each adapter'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from engine.io.adapters import (
     areal_rollout,
@@ -32,10 +34,15 @@ Reader = Callable[[Path, LoadContext], Iterator[tuple[int | None, str, Trajector
 
 @dataclass(frozen=True)
 class Adapter:
-    """A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list.
+    r"""A named input format: ``read`` the file; ``sniff`` a first JSON record / ``sniff_columns`` a column list.
 
     ``specific``: the sniff requires keys only one trainer's writer writes, so detection asks it before the
     generic sniffs (a tagged AReaL ``completion`` is not a Search-R1 transcript).
+
+    ``step_file`` / ``step_folder``: how the trainer names a step's file / folder (a pattern ``fullmatch``-ed on
+    the name, group 1 the step: verl ``(\d+)\.jsonl``, prime-rl ``step_(\d+)``); from the adapter module's
+    ``STEP_FILE`` / ``STEP_FOLDER``. A step a record states itself is read by the adapter (``Trajectory.step``);
+    these give the step of records that do not (``engine.io.reading.steps``).
     """
 
     name: str
@@ -44,6 +51,13 @@ class Adapter:
     sniff: Callable[[object], bool] | None = None
     sniff_columns: Callable[[list[str]], bool] | None = None
     specific: bool = False
+    step_file: re.Pattern[str] | None = None
+    step_folder: re.Pattern[str] | None = None
+
+
+def _steps(module: ModuleType) -> dict:
+    """A format's step naming: its module's ``STEP_FILE`` and ``STEP_FOLDER`` patterns (None where it has none)."""
+    return {"step_file": getattr(module, "STEP_FILE", None), "step_folder": getattr(module, "STEP_FOLDER", None)}
 
 
 ADAPTERS: dict[str, Adapter] = {
@@ -55,37 +69,45 @@ ADAPTERS: dict[str, Adapter] = {
             native.read,
             native.sniff,
             native.sniff_columns,
+            **_steps(native),
         ),
-        Adapter("nemo_gym", "NeMo Gym rollouts (Responses-API items)", nemo_gym.read, nemo_gym.sniff),
+        Adapter(
+            "nemo_gym", "NeMo Gym rollouts (Responses-API items)", nemo_gym.read, nemo_gym.sniff, **_steps(nemo_gym)
+        ),
         Adapter(
             "rllm",
             "rLLM Episode / Trajectory / Step JSON, legacy engine outputs, chat-completion dumps",
             rllm.read,
             rllm.sniff,
+            **_steps(rllm),
         ),
         Adapter(
             "kgr1_eval",
             "KG-R1 evaluator per-sample results ({dataset}_detailed_results.jsonl)",
             kgr1.eval_read,
             kgr1.eval_sniff,
+            **_steps(kgr1),
         ),
         Adapter(
             "kgr1_rollout_dump",
             "KG-R1 generation dump (refused: per-sample aggregates, no per-turn rewards)",
             kgr1.dump_read,
             kgr1.dump_sniff,
+            **_steps(kgr1),
         ),
         Adapter(
             "verl_rollout",
             "verl rollout dump JSONL (input, output, score, step, extras)",
             verl_rollout.read,
             verl_rollout.sniff,
+            **_steps(verl_rollout),
         ),
         Adapter(
             "tagged_text",
             "Search-R1 / KG-R1 tagged transcripts with outcome or structured rewards",
             tagged_text.read,
             tagged_text.sniff,
+            **_steps(tagged_text),
         ),
         Adapter(
             "verl_tensors",
@@ -93,6 +115,7 @@ ADAPTERS: dict[str, Adapter] = {
             verl_tensors.read,
             None,
             verl_tensors.sniff_columns,
+            **_steps(verl_tensors),
         ),
         Adapter(
             "trl_completions",
@@ -100,12 +123,14 @@ ADAPTERS: dict[str, Adapter] = {
             trl_completions.read,
             None,
             trl_completions.sniff_columns,
+            **_steps(trl_completions),
         ),
         Adapter(
             "verifiers_traces",
             "prime-rl / verifiers v1 episodes (traces.jsonl: message-graph nodes with token_ids, mask, logprobs)",
             verifiers_traces.read,
             verifiers_traces.sniff,
+            **_steps(verifiers_traces),
         ),
         Adapter(
             prime_rl_tokens.NAME,
@@ -114,6 +139,7 @@ ADAPTERS: dict[str, Adapter] = {
             prime_rl_tokens.read,
             prime_rl_tokens.sniff,
             specific=True,
+            **_steps(prime_rl_tokens),
         ),
         Adapter(
             "slime_rollout",
@@ -121,7 +147,12 @@ ADAPTERS: dict[str, Adapter] = {
             slime_rollout.read,
         ),
         Adapter(
-            "skyrl_eval", "SkyRL eval dump (dumped_evals/*.jsonl)", skyrl_eval.read, skyrl_eval.sniff, specific=True
+            "skyrl_eval",
+            "SkyRL eval dump (dumped_evals/*.jsonl)",
+            skyrl_eval.read,
+            skyrl_eval.sniff,
+            specific=True,
+            **_steps(skyrl_eval),
         ),
         Adapter(
             "areal_rollout",
@@ -129,6 +160,7 @@ ADAPTERS: dict[str, Adapter] = {
             areal_rollout.read,
             areal_rollout.sniff,
             specific=True,
+            **_steps(areal_rollout),
         ),
         Adapter(
             "roll_rollout",
@@ -136,6 +168,7 @@ ADAPTERS: dict[str, Adapter] = {
             roll_rollout.read,
             roll_rollout.sniff,
             specific=True,
+            **_steps(roll_rollout),
         ),
         Adapter(
             "art_yaml",
@@ -143,6 +176,7 @@ ADAPTERS: dict[str, Adapter] = {
             art_yaml.read,
             art_yaml.sniff,
             specific=True,
+            **_steps(art_yaml),
         ),
     )
 }

@@ -51,6 +51,7 @@ NAME = "prime_rl_tokens"
 SCHEMA_VERSION = 1
 STABLE = "STABLE"
 STEP_DIR = re.compile(r"step_(\d+)")
+STEP_FOLDER = STEP_DIR  # token_exports/step_N/rank_R.jsonl: a folder load of token_exports reads every step
 RANK_FILE = re.compile(r"rank_(\d+)\.jsonl")
 COUNTERS = ("step", "rank", "micro_step", "micro_sequence_idx", "export_sequence_idx")
 FLOATS = ("advantages", "inference_logprobs", "trainer_logprobs", "entropy")  # loaded: no null on a loss token
@@ -69,12 +70,6 @@ def sniff(rec: object) -> bool:
         and "export_sequence_idx" in rec
         and all(k in rec for k in ("token_ids", "loss_mask", "trainer_logprobs", "inference_logprobs"))
     )
-
-
-def is_step_folder(path: Path) -> bool:
-    """A ``step_N`` folder of a ``token_exports`` tree (it holds ``rank_R.jsonl`` files): a folder load of
-    ``token_exports`` reads the files in it."""
-    return path.is_dir() and STEP_DIR.fullmatch(path.name) is not None and any(_rank_files(path))
 
 
 def is_marker(path: Path) -> bool:

@@ -2,7 +2,8 @@
 
 Shapes: token_ids (int32), attention_mask, action_mask, turn_ids [B, T] (padding: 0, 0, 0, -1); old_log_probs,
 ref_log_probs, values, token_scores [B, T] or None; turn_rewards [B, K, C_turn] + turn_mask [B, K];
-global_rewards [B, C_global]; group_ids [B] (factorized group id strings, first-seen order); truncated [B];
+global_rewards [B, C_global]; group_ids [B] (factorized (step, group id) pairs, first-seen order: the same prompt in
+two steps is two groups); steps [B] (each trajectory's training step) or None when no trajectory has one; truncated [B];
 reward_baselines [B] and trace_lengths [B, 3] when every trajectory's metadata has ``reward_baseline`` /
 ``trace_lengths`` (``engine.batch.TRACE_LENGTHS``); logged_advantages and logged_advantage_mask [B, T] when any
 trajectory carries the trainer's advantages (``engine.io.data.logged.logged_advantage_tokens``: a per-token list of
@@ -154,7 +155,8 @@ def build_batch(
         attention_mask=torch.from_numpy(attention),
         action_mask=torch.from_numpy(action),
         turn_ids=torch.from_numpy(turn_ids),
-        group_ids=factorize([t.group_id for t in trajs]),
+        group_ids=factorize([(t.step, t.group_id) for t in trajs]),
+        steps=_steps(trajs),
         reward_baselines=torch.tensor(baselines, dtype=torch.float32)
         if all(isinstance(x, (int, float)) for x in baselines)
         else None,
@@ -175,6 +177,18 @@ def build_batch(
         **optional,
     )
     return batch if device is None else batch.to(device)
+
+
+def _steps(trajs: Sequence[Trajectory]) -> torch.Tensor | None:
+    """[B] each trajectory's step, or None when none has one (a run of one step); ``ValueError`` for a mix, which
+    ``load_run`` never returns (it would put the unnumbered rows in some step by guessing)."""
+    steps = [t.step for t in trajs]
+    if all(s is None for s in steps):
+        return None
+    if any(s is None for s in steps):
+        bad = next(t.id for t in trajs if t.step is None)
+        raise ValueError(f"to_batch: trajectory {bad!r} has no step while others have one; give every one a step")
+    return torch.tensor(steps, dtype=torch.long)
 
 
 def _tensor(a: np.ndarray | None) -> torch.Tensor | None:

@@ -7,7 +7,8 @@
   "the policy generated this token" is exactly ``role == "model"`` (see ``layout.py``).
 * ``Trajectory``: ``id``, ``group_id`` (rollouts of one prompt share it), ``prompt`` text, ``segments``,
   ``turn_rewards`` (one dict of named components per turn), ``global_rewards`` (named components for the whole
-  trajectory) and free ``metadata`` (``truncated``, ``synthesized`` field names, source details).
+  trajectory), ``step`` (the training step whose batch it belongs to) and free ``metadata`` (``truncated``,
+  ``synthesized`` field names, source details).
 
 Arrays are numpy so that 10k x 2k-token runs stay small and fast; equality compares them element-wise.
 """
@@ -93,6 +94,11 @@ class Trajectory:
     ``turn_rewards[k]`` holds the named reward components of turn k (0-based; a turn is a maximal run of model
     segments plus the non-model segments that follow it). It may be longer than the number of token turns
     (KG-R1 placeholder turns of finished samples). ``prompt_token_ids`` keeps prompt ids a source gave us.
+
+    ``step``: the training step the trajectory was sampled for, i.e. the batch the trainer computed its advantages
+    in (groups, whitening and every batch-wide statistic stay inside one step). Read from where each trainer
+    writes it (a record field, the file name, the step folder). ``None``: nothing says a step (a run whose files
+    name none is one step); ``load_run`` never mixes the two: a run's trajectories all have an int step, or none has.
     """
 
     id: str
@@ -103,6 +109,7 @@ class Trajectory:
     global_rewards: dict[str, float] = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
     prompt_token_ids: np.ndarray | None = None
+    step: int | None = None
 
     @property
     def num_tokens(self) -> int:

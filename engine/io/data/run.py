@@ -37,12 +37,12 @@ class Run:
 
     @functools.cached_property
     def content_hash(self) -> str:
-        """Hex digest over everything that decides the numbers (ids, groups, prompts, tokens, arrays, rewards,
+        """Hex digest over everything that decides the numbers (ids, groups, steps, prompts, tokens, arrays, rewards,
         metadata, tokenizer); the same content loaded from JSONL or Parquet gives the same hash."""
         h = hashlib.blake2b(digest_size=16)
         h.update(json.dumps(["creditlens-run-v1", canonical_name(self.tokenizer)]).encode())
         for t in self.trajectories:
-            head = [t.id, t.group_id, t.prompt, t.turn_rewards, t.global_rewards, t.metadata]
+            head = [t.id, t.group_id, t.prompt, t.turn_rewards, t.global_rewards, t.metadata, t.step]
             h.update(json.dumps(head, sort_keys=True, ensure_ascii=False, default=str).encode())
             _update_array(h, t.prompt_token_ids, np.int32)
             for s in t.segments:

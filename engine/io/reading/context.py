@@ -56,6 +56,8 @@ class LoadContext:
     response length limit when the caller knows it (formats that drop the end-of-turn token need it to tell a
     finished row from a cut one). ``tokenizer_roots``: the folders a tokenizer the file names may be read from
     (None: any path; see ``set_run_tokenizer``); ``refused_tokenizer`` the name the file gave when it was refused.
+    ``path_step``: the training step the file's name or folder gives (``engine.io.reading.steps``), for records that
+    state none; None when the path says none.
     """
 
     file: str
@@ -70,6 +72,7 @@ class LoadContext:
     run_metadata: dict = field(default_factory=dict)
     tokenizer_roots: tuple[Path, ...] | None = None
     refused_tokenizer: str | None = None
+    path_step: int | None = None
 
     def problem(self, line: int | None, field_: str | None, reason: str) -> None:
         self.log.add(self.file, line, field_, reason)

@@ -30,6 +30,22 @@ def as_id(value: object, field: str) -> str:
     return str(value)
 
 
+def as_step(value: object, field: str) -> int:
+    """A training step as a trainer writes it: a non-negative integer (an integral float, as a Parquet or
+    pandas column of steps with a null in it holds them, or a string of digits, also accepted)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError(
+            field, f"expected a training step (a non-negative integer), got {type_name(value)} {value!r:.40}"
+        )
+    if not 0 <= value < 2**53:
+        raise RecordError(field, f"expected a training step (a non-negative integer), got {value}")
+    return value
+
+
 def parse_turn_rewards(value: object, field: str, scalar_name: str = "turn_reward") -> list[dict[str, float]]:
     """Turn rewards as a 0-based list of component dicts.
 

@@ -18,7 +18,7 @@ import numpy as np
 from engine.io.data.model import PER_TOKEN_FIELDS, Segment, Trajectory, normalize_role
 from engine.io.reading.coerce import as_float_array, as_reward_dict, as_str, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id, parse_turn_rewards, prompt_group_id
+from engine.io.reading.fields import as_id, as_step, parse_turn_rewards, prompt_group_id
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import iter_json_records, record_id
 from engine.io.text.chatml import checked_messages, render_prompt
@@ -97,6 +97,7 @@ def trajectory_from_record(rec: object, default_id: str) -> Trajectory:
         global_rewards=as_reward_dict(rec.get("global_rewards") or {}, "global_rewards"),
         metadata=dict(metadata),
         prompt_token_ids=as_token_ids(ptids, "prompt_token_ids") if ptids is not None else None,
+        step=as_step(rec["step"], "step") if rec.get("step") is not None else None,
     )
 
 
@@ -157,6 +158,8 @@ def trajectory_to_record(traj: Trajectory) -> dict:
     }
     if traj.prompt_token_ids is not None:
         rec["prompt_token_ids"] = traj.prompt_token_ids
+    if traj.step is not None:
+        rec["step"] = traj.step
     return rec
 
 

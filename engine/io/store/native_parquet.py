@@ -123,6 +123,7 @@ def _schema():
             ("turn_rewards", pa.string()),
             ("global_rewards", pa.string()),
             ("metadata", pa.large_string()),
+            ("step", pa.int64()),
         ]
     )
 
@@ -159,6 +160,7 @@ def _table(trajs):
         pa.array([json.dumps(t.turn_rewards) for t in trajs], type=pa.string()),
         pa.array([json.dumps(t.global_rewards) for t in trajs], type=pa.string()),
         pa.array([json.dumps(t.metadata, ensure_ascii=False) for t in trajs], type=pa.large_string()),
+        pa.array([t.step for t in trajs], type=pa.int64()),
     ]
     return pa.Table.from_arrays(columns, schema=_schema())
 
@@ -229,6 +231,8 @@ def check_columns(schema, path: Path) -> None:
     names = schema.names
     if "prompt_token_ids" in names and not _number_list(t := schema.field("prompt_token_ids").type):
         raise refuse("prompt_token_ids", t, "list<int32> (token ids)")
+    if "step" in names and not (pa.types.is_integer(t := schema.field("step").type) or pa.types.is_null(t)):
+        raise refuse("step", t, "int64 (the training step)")
     seg = schema.field("segments").type
     if pa.types.is_null(seg):
         return
@@ -287,7 +291,7 @@ def _records(batch) -> Iterator[dict]:
     ptids = _list_view(cols["prompt_token_ids"]) if "prompt_token_ids" in cols else None
     plain = {
         k: _pylist(cols[k])
-        for k in ("id", "group_id", "prompt", "turn_rewards", "global_rewards", "metadata")
+        for k in ("id", "group_id", "prompt", "turn_rewards", "global_rewards", "metadata", "step")
         if k in cols
     }
     for i in range(batch.num_rows):
