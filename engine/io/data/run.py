@@ -52,6 +52,24 @@ class Run:
                     _update_array(h, getattr(s, name), np.float32)
         return h.hexdigest()
 
+    @functools.cached_property
+    def steps(self) -> list[int]:
+        """The run's training steps in order ([] when its files say none: the run is one step)."""
+        return sorted({t.step for t in self.trajectories if t.step is not None})
+
+    def step_run(self, step: int) -> Run:
+        """The trajectories of training step ``step`` as a ``Run`` of their own (one trainer batch); ``KeyError`` for
+        a step the run does not hold."""
+        if step not in self.steps:
+            raise KeyError(f"step {step} is not in this run (its steps: {_step_list(self.steps)})")
+        return Run(
+            [t for t in self.trajectories if t.step == step],
+            name=f"{self.name} · step {step}",
+            source=self.source,
+            tokenizer=self.tokenizer,
+            metadata=self.metadata,
+        )
+
     def layout(self, i: int) -> TokenLayout:
         """Per-token arrays (ids, role codes, action flags, turn ids) of trajectory ``i``."""
         return token_layout(self.trajectories[i])
@@ -87,6 +105,12 @@ class Run:
         from engine.io.data.batching import build_batch
 
         return build_batch(self.trajectories, device, share_memory=share_memory)
+
+
+def _step_list(steps: list[int]) -> str:
+    if not steps:
+        return "none: the run is one step"
+    return ", ".join(map(str, steps)) if len(steps) <= 8 else f"{steps[0]}, {steps[1]}, … {steps[-1]} ({len(steps)})"
 
 
 def _update_array(h, arr: np.ndarray | None, dtype) -> None:
