@@ -1,4 +1,4 @@
-"""``python -m engine {compute,convert,synth,lint}``; ``--help`` on each documents it."""
+"""``python -m engine {compute,convert,synth,lint,timeline}``; ``--help`` on each documents it."""
 
 from __future__ import annotations
 
@@ -29,6 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     else:
         add_lint_parser(sub)
+    try:
+        from engine.timeline.cli import add_timeline_parser
+    except ImportError:
+        pass
+    else:
+        add_timeline_parser(sub)
     return parser
 
 

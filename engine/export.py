@@ -44,6 +44,8 @@ def token_table(
         "action": [bool(v) for v in col(batch.action_mask)],
         "loss_mask": [bool(v) for v in col(result.loss_mask)],
     }
+    if batch.steps is not None:  # a run of several steps: each row's training step
+        data = {"step": batch.steps.cpu()[rows].tolist()} | data
     if token_texts is not None:
         data["text"] = [token_texts[i][p] for i, p in zip(rows.tolist(), pos.tolist(), strict=True)]
     values = {

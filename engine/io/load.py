@@ -160,6 +160,7 @@ def load_run(
     max_bytes: int | None = None,
     response_length: int | None = None,
     tokenizer_roots: Sequence[str | Path] | None = None,
+    files: Sequence[str | Path] | None = None,
 ) -> LoadResult:
     """Load a run from ``path`` (file or directory) in format ``fmt`` (detected from content when None).
 
@@ -171,6 +172,8 @@ def load_run(
     ``tokenizer_roots``: the folders tokenizer files may be read from (the dashboard: ``sample_runs/`` and the
     data directory); a tokenizer path outside them, the caller's or one a file's header names, is refused without
     opening it (``engine.io.text.tokenize.allowed_tokenizer``). None (the command line): any path.
+    ``files``: with a folder ``path``, read only these of its data files (one step of a run folder: the steps of
+    the files are read as in a load of the whole folder; what else the folder holds is not reported).
     Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
     Whatever else a reader raises on a file (a damaged zip, permission denied, a file gone meanwhile, a library's
@@ -188,7 +191,11 @@ def load_run(
         get_tokenizer(tokenizer)  # fail fast on a tokenizer that cannot be loaded offline
     if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
         raise ValueError(f"{path}: not a regular file (a pipe or a device)")
+    only = files
     files, skipped = folder_entries(path) if path.is_dir() else ([path], [])
+    if only is not None and path.is_dir():
+        wanted = {Path(f) for f in only}
+        files, skipped = [f for f in files if f in wanted], []
     if not files:
         why = "".join(f"; {p.name}: {reason}" for p, reason, _ in skipped[:5])
         raise ValueError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in this directory{why}")
