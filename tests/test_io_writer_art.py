@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from step_support import assert_ids_unique_per_step, assert_step_as_alone, group_sizes
 from test_io_support import ids
 from writers import art
 
+from engine import CreditConfig
 from engine.io import load_run
 from engine.io.detect import detect_format
 from engine.io.text.tokenize import get_tokenizer
@@ -75,3 +77,42 @@ def test_art_sniff_is_narrow(tmp_path):
     path.write_text("- metadata: {}\n  trajectories:\n  - reward: 1.0\n")
     with pytest.raises(ValueError, match="cannot detect"):
         detect_format(path)
+
+
+# Steps: ART names a step's file by the model's latest checkpoint (f"{iteration:04d}.yaml"); no record says a step.
+SCHEME = CreditConfig(estimator="grpo")  # ART's advantage: (reward - group mean) / (group std + ε), per group
+
+
+def test_every_trajectory_has_the_step_the_file_name_gives(tmp_path):
+    path, truth = art.write_log(tmp_path, step=3)
+    for loaded in (load_run(path), load_run(path.parent)):
+        assert [t.step for t in loaded.run.trajectories] == [3] * len(truth) == [3] * 4
+    other = tmp_path / "copy.yaml"  # a name ART does not write: no step
+    other.write_text(path.read_text())
+    assert {t.step for t in load_run(other).run.trajectories} == {None}
+
+
+def test_two_steps_of_the_same_prompts_stay_two_batches(tmp_path):
+    a, _ = art.write_log(tmp_path, step=1)
+    b, _ = art.write_log(tmp_path, step=2, rewards=(0.0, 1.0, 1.0, 0.25))
+    assert (a.name, b.name) == ("0001.yaml", "0002.yaml") and a.parent == b.parent
+    res = load_run(a.parent)
+    assert res.problems == []
+    run = res.run
+    assert [t.step for t in run.trajectories] == [1] * 4 + [2] * 4
+    assert_ids_unique_per_step(run)
+    assert group_sizes(run) == {1: [2, 2], 2: [2, 2]}
+    assert run.trajectories[0].prompt == run.trajectories[4].prompt
+    for step, path in ((1, a), (2, b)):
+        assert_step_as_alone(run, step, path, SCHEME)
+
+
+def test_a_run_past_step_9999(tmp_path):
+    """``{iteration:04d}`` pads to four digits and no more: step 10003 is ``10003.yaml``, after ``0003.yaml``."""
+    a, _ = art.write_log(tmp_path, step=3)
+    b = a.parent / "10003.yaml"
+    b.write_text(a.read_text())
+    res = load_run(a.parent)
+    assert res.problems == []
+    assert [t.step for t in res.run.trajectories] == [3] * 4 + [10003] * 4
+    assert [t.id for t in res.run.trajectories][4:] == [f"10003/group-{g}/traj-{i}" for g in (0, 1) for i in (0, 1)]

@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from step_support import assert_ids_unique_per_step, assert_step_as_alone, group_sizes
 from writers import trl
 
 from engine import CreditConfig, compute_credit
@@ -184,3 +185,90 @@ def test_a_reward_function_that_returned_none_is_marked_absent(tmp_path):
     assert batch.global_reward_names == ("accuracy", "length")
     assert batch.global_rewards_present.tolist() == [[True, True], [True, False], [True, True]]
     assert batch.global_rewards[1].tolist() == [0.0, 0.0]
+
+
+# Steps: GRPOTrainer.log writes the step twice, as the ``step`` column and in the file name (completions_{:05d}).
+STEP_COMPLETIONS = [
+    [["4", "5", "<think>x</think> 4", "22"], ["Paris", "Lyon", "Nice", "<think>a</think> Paris"]],
+    [["4", "4", "5", "four"], ["Lyon", "Lyon", "Paris", "Marseille"]],  # the same prompts, the next epoch
+]
+
+
+def test_every_row_has_the_step_the_file_states(written):
+    run = load_run(written.path).run
+    assert [t.step for t in run.trajectories] == [12] * 15
+    assert written.path.endswith("completions/completions_00012.parquet")
+
+
+def test_two_steps_of_the_same_prompts_stay_two_batches(tmp_path):
+    paths = [
+        trl.write_completions(str(tmp_path), step, PROMPTS[:2], STEP_COMPLETIONS[k], {"accuracy": accuracy}).path
+        for k, step in enumerate((7, 8))
+    ]
+    assert [p.rsplit("/", 1)[-1] for p in paths] == ["completions_00007.parquet", "completions_00008.parquet"]
+    res = load_run(tmp_path / "completions")
+    assert res.problems == []
+    run = res.run
+    assert [t.step for t in run.trajectories] == [7] * 8 + [8] * 8
+    assert len(run.trajectories) == 16  # nothing de-duplicated across steps
+    assert_ids_unique_per_step(run)
+    assert group_sizes(run) == {7: [4, 4], 8: [4, 4]}  # the same prompt in two steps: two groups, never one of 8
+    assert run.trajectories[0].prompt == run.trajectories[8].prompt
+    assert run.to_batch().steps.tolist() == [7] * 8 + [8] * 8
+    for step, path in zip((7, 8), paths, strict=True):
+        assert_step_as_alone(run, step, path, TRL_SCHEME)
+    logged = torch.tensor([t.metadata["logged_advantage"] for t in run.trajectories])
+    res = compute_credit(run.to_batch(), TRL_SCHEME, device="cpu")
+    assert torch.allclose(res.advantages[:, 0], logged.to(res.advantages.dtype), atol=1e-5, rtol=0)
+
+
+def test_a_renamed_file_keeps_the_step_its_rows_state(tmp_path, written):
+    """A copy of step 12's log renamed to step 13: the rows say 12 and keep it, with a note naming the file; in a
+    folder beside the original, the copy's step-12 rows are skipped (two files holding one step)."""
+    import shutil
+
+    folder = tmp_path / "completions"
+    folder.mkdir()
+    renamed = folder / "completions_00013.parquet"
+    shutil.copy(written.path, renamed)
+    res = load_run(renamed)
+    assert {t.step for t in res.run.trajectories} == {12}
+    notes = [p for p in res.problems if p.field == "step"]
+    assert [(p.file, p.scope, p.reason) for p in notes] == [
+        (
+            str(renamed),
+            "run",
+            "records say step 12 but the file name 'completions_00013.parquet' says step 13; each record keeps the "
+            "step it states (was the file renamed or copied from another step?)",
+        )
+    ]
+    shutil.copy(written.path, folder / "completions_00012.parquet")
+    res = load_run(folder)
+    assert [t.id.split("/")[0] for t in res.run.trajectories] == ["completions_00012"] * 15
+    claimed = [p for p in res.problems if p.field == "step" and p.scope == "record"]
+    assert [(p.file, p.reason) for p in claimed] == [
+        (
+            str(renamed),
+            f"step 12 is also claimed by {folder / 'completions_00012.parquet'}; two files holding one step would "
+            "merge two batches into one, so this file's step-12 trajectories are skipped",
+        )
+    ]
+
+
+def test_a_null_step_column_takes_the_file_name(tmp_path):
+    """A row whose ``step`` is null (an edited file) gets the step TRL's file name gives."""
+    import pandas as pd
+
+    w = trl.write_completions(str(tmp_path), 5, PROMPTS[:1], STEP_COMPLETIONS[0][:1], {"accuracy": accuracy})
+    df = pd.read_parquet(w.path)
+    df["step"] = pd.array([None] * len(df), dtype="Int64")
+    df.to_parquet(w.path)
+    res = load_run(w.path)
+    assert [t.step for t in res.run.trajectories] == [5] * 4
+    df["step"] = ["five"] * len(df)
+    df.to_parquet(w.path)
+    res = load_run(w.path)
+    assert res.run.trajectories == []
+    assert str(res.problems[-1]) == (
+        f"{w.path}: row[3].step: expected a training step (a non-negative integer), got str 'five'"
+    )

@@ -2,15 +2,19 @@
 
 Source: alibaba/ROLL at commit 8eb27cc2dc34c4d1310b169d9b86d339004d811a.
 
-* ``roll/pipeline/rlvr/rlvr_pipeline.py``, ``RLVRPipeline.run``: after generation and rewards,
-  ``dump_rollout_to_specific_path(rollout_dump_dir, global_step, generate_output, tokenizer)``.
+* ``roll/pipeline/rlvr/rlvr_pipeline.py``, ``RLVRPipeline.run``: ``for global_step in range(max_steps)`` (line
+  483, counted from 0), after generation and rewards (line 556)
+  ``dump_rollout_to_specific_path(rollout_dump_dir, global_step, generate_output, tokenizer)``: every step's dump
+  goes to the same folder.
 * ``roll/pipeline/rlvr/utils.py``, ``dump_rollout_to_specific_path``: ``write_data`` = a deep copy of every
   ``non_tensor_batch`` column (numpy object arrays), then ``responses`` =
   ``tokenizer.batch_decode(batch["responses"], skip_special_tokens=True)`` (the right-padded response ids: EOS and
   padding vanish), ``scores`` = ``batch["scores"].tolist()``, ``sampling_params`` = ``[json.dumps(meta_info)] * n``,
-  ``global_step`` = ``[global_step] * n``; written in a separate process by ``write_to_json_process``: keeps only
-  the ``COLUMMNS_CONFIG`` names, turns arrays into lists, and writes ``json.dumps(data, ensure_ascii=False)`` as
-  the single line of ``rollout_dump_data.step_<global_step[0]>.jsonl`` (mode ``"w"``).
+  ``global_step`` = ``[global_step] * n`` (lines 55-66); written in a separate process by ``write_to_json_process``
+  (lines 37-45): keeps only the ``COLUMMNS_CONFIG`` names, turns arrays into lists, and writes
+  ``json.dumps(data, ensure_ascii=False)`` as the single line of
+  ``f"rollout_dump_data.step_{global_step}.jsonl"`` with ``global_step = data.get('global_step', [0])[0]`` (mode
+  ``"w"``): the step is both the ``global_step`` column and the file name.
 * Rollouts of one prompt: the scheduler repeats each prompt's ``non_tensor_batch`` row ``num_return_sequences``
   times (``DataProto.repeat``), so they share ``id``/``messages``; ``scores`` comes from the reward worker
   (``MathRuleRewardWorker.compute_rewards``: 1 if the answer verifies else 0, float16).
@@ -78,16 +82,23 @@ def dump_rollout(tok, path: Path, global_step: int, non_tensor_batch: dict, resp
     return out
 
 
-def write_step(tok, path: Path, global_step: int = 4) -> tuple[Path, list[Rollout], list[dict]]:
-    """Two math prompts x 2 rollouts (num_return_sequences = 2); one rollout hit the length limit (no EOS)."""
+ANSWERS = [
+    [("The answer is \\boxed{4}.", True, 1.0), ("It is \\boxed{5}.", True, 0.0)],
+    [("3*3 = \\boxed{9}", True, 1.0), ("Let me compute 3*3 step by step, first", False, 0.0)],
+]
+
+
+def write_step(
+    tok, path: Path, global_step: int = 4, answers: list[list[tuple[str, bool, float]]] | None = None
+) -> tuple[Path, list[Rollout], list[dict]]:
+    """Two math prompts x 2 rollouts (num_return_sequences = 2); by default one rollout hit the length limit (no
+    EOS). ``answers[p]``: prompt p's rollouts as (text, stopped, score); the prompts are the same at every step (as
+    from epoch to epoch)."""
     prompts = [
         {"id": "dm-17", "messages": json.dumps([{"role": "user", "content": "What is 2+2? Put it in \\boxed{}."}])},
         {"id": "dm-42", "messages": json.dumps([{"role": "user", "content": "What is 3*3? Put it in \\boxed{}."}])},
     ]
-    answers = [
-        [("The answer is \\boxed{4}.", True, 1.0), ("It is \\boxed{5}.", True, 0.0)],
-        [("3*3 = \\boxed{9}", True, 1.0), ("Let me compute 3*3 step by step, first", False, 0.0)],
-    ]
+    answers = ANSWERS if answers is None else answers
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
     truth, rows = [], []
     for p, (prompt, outs) in enumerate(zip(prompts, answers, strict=True)):

@@ -2,11 +2,18 @@
 
 Source: THUDM/slime, commit 624b824a898ab0ec1fcb4d373004c7f3852bf515 (2026-08-21).
 
-* ``slime/observability/rollout_data_utils.py`` ``save_debug_rollout_data(path_template, data, rollout_id=...,
-  evaluation=False)``: ``path = path_template.format(rollout_id=rollout_id)``, ``samples = [sample.to_dict() for
-  sample in data]`` (``data`` is the flat list of the rollout's samples, called from ``RolloutManager.generate`` in
-  ``slime/ray/rollout.py`` before the samples become train data), ``torch.save({"rollout_id": rollout_id,
-  "samples": samples}, path)``.
+* ``slime/observability/rollout_data_utils.py`` ``save_debug_rollout_data(path_template, data, *, rollout_id,
+  evaluation)`` (line 140): ``path = Path(path_template.format(rollout_id=("eval_" if evaluation else "") +
+  str(rollout_id)))``, ``samples = [sample.to_dict() for sample in data]`` (``data`` is the flat list of the
+  rollout's samples, called from ``RolloutManager.generate`` in ``slime/ray/rollout.py`` line 500 before the
+  samples become train data; ``RolloutManager.eval``, line 522, passes ``evaluation=True`` and a dict of datasets),
+  ``torch.save({"rollout_id": rollout_id, "samples": samples}, path)``: the step is the ``rollout_id`` key (an int,
+  also for an evaluation's dump) and, under ``--dump-details`` (``slime/utils/arguments.py`` line 1891:
+  ``f"{dump_details}/rollout_data/{{rollout_id}}.pt"``), the file name. ``train.py`` generates, dumps and trains
+  one rollout per ``rollout_id`` (lines 49-69), and evaluates before training (rollout 0) and every
+  ``eval_interval`` (line 90) into ``eval_<rollout_id>.pt`` beside the training dumps.
+* ``slime/rollout/data_source.py`` (lines 108-114): ``group_index`` and ``index`` are the data source's running
+  ``sample_group_index`` / ``sample_index``, counted on across rollouts (saved with the data source's state).
 * ``slime/utils/types.py`` ``Sample``: the dataclass fields re-stated below with their defaults;
   ``Sample.to_dict`` = ``self.__dict__.copy()`` with ``status`` replaced by its string value and ``spec_info`` /
   ``prefix_cache_info`` by their ``to_dict()``. ``tokens`` = prompt ids + response ids, ``response_length`` =
@@ -100,7 +107,7 @@ class Spec:
     metadata: dict = field(default_factory=dict)
 
 
-def build_sample(tok, spec: Spec, group_index: int, index: int, seed: int) -> Sample:
+def build_sample(tok, spec: Spec, group_index: int | None, index: int, seed: int) -> Sample:
     rng = np.random.default_rng(seed)
     prompt_ids = encode_many(tok, [spec.prompt])[0].tolist()
     s = Sample(group_index=group_index, index=index, prompt=spec.prompt, tokens=list(prompt_ids))
@@ -119,15 +126,24 @@ def build_sample(tok, spec: Spec, group_index: int, index: int, seed: int) -> Sa
     return s
 
 
-def save_debug_rollout_data(path_template: str, groups: list[list[Spec]], rollout_id: int) -> tuple[str, list[Sample]]:
-    """Build the rollout's samples (group g, sample k: index = running count) and dump them as slime does."""
+def save_debug_rollout_data(
+    path_template: str,
+    groups: list[list[Spec]],
+    rollout_id: int,
+    first_group: int = 0,
+    first_index: int = 0,
+    evaluation: bool = False,
+) -> tuple[str, list[Sample]]:
+    """Build the rollout's samples and dump them as slime does. ``first_group`` / ``first_index``: the data source's
+    running ``sample_group_index`` / ``sample_index`` when this rollout starts (the previous rollouts' counts)."""
     tok = get_tokenizer()
-    data, index = [], 0
+    data, index = [], first_index
     for g, specs in enumerate(groups):
         for spec in specs:
-            data.append(build_sample(tok, spec, g, index, seed=index))
+            group = None if evaluation else first_group + g  # eval_rollout_single_dataset sets only the index
+            data.append(build_sample(tok, spec, group, index, seed=index))
             index += 1
-    path = path_template.format(rollout_id=rollout_id)
+    path = path_template.format(rollout_id=("eval_" if evaluation else "") + str(rollout_id))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     torch.save({"rollout_id": rollout_id, "samples": [sample.to_dict() for sample in data]}, path)
     return path, data

@@ -15,9 +15,11 @@ Source: huggingface/trl, commit f2cd57710ae345ea6428ae95363267fcf38a3dc8 (2026-0
   gets ``rewards_per_func[:, k].tolist()`` per reward function name, ``_logs["advantages"]`` the advantages.
   Rows are in the sampler's order: each prompt repeated ``num_generations`` times consecutively (RepeatSampler),
   which is what ``view(-1, G)`` relies on. ``log_extra`` columns go to ``_logs["extra"]``.
-* ``GRPOTrainer.log`` (main process, ``log_completions=True``) builds ``{"step": [global_step] * N, "prompt":
-  ..., "completion": ..., **rewards, **extra, "advantage": ...}`` and writes
-  ``pd.DataFrame(table).to_parquet(os.path.join(output_dir, "completions", f"completions_{global_step:05d}.parquet"))``.
+* ``GRPOTrainer.log`` (main process, ``log_completions=True``; lines 3311-3327 at that commit) builds
+  ``{"step": [self.state.global_step] * N, "prompt": ..., "completion": ..., **rewards, **extra, "advantage": ...}``
+  and writes ``pd.DataFrame(table).to_parquet(os.path.join(output_dir, "completions",
+  f"completions_{self.state.global_step:05d}.parquet"))`` (the folder made once in ``__init__``, line 1174): the
+  step is both the ``step`` column and the file name, and a run is one file per logging step in one folder.
 
 Here the "model tokenizer" is CreditLens's offline Qwen2.5 one (a ``PreTrainedTokenizerFast``, as TRL's
 ``processing_class``), prompts are ChatML-rendered chat messages with the generation prompt, the EOS is

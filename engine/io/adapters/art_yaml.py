@@ -19,11 +19,22 @@ chat messages (``{"role", "content", ...}``) and OpenAI ``Choice`` dicts (``{"fi
   id ``<file stem>/group-<g>/traj-<i>`` (trajectories that raised were dropped by the writer).
 * A Choice with ``finish_reason == "length"`` -> ``metadata.truncated``; the ``<|im_end|>`` the template puts
   after it was not generated, so it is a ``system`` segment, not part of the model segment.
+* Step: only the file name says it (``STEP_FILE``). OpenPipe/ART ``src/art/local/backend.py`` (commit
+  ``779559fd``), ``LocalBackend._log``: ``iteration = self.__get_step(model)`` (``get_model_step``,
+  ``src/art/utils/get_model_step.py``: the largest all-digit checkpoint folder in the model's folder, 0 when none;
+  0 for a model that is not trainable) and ``file_name = f"{iteration:04d}.yaml"`` in
+  ``trajectories/<split>/`` (``get_trajectories_split_dir``, ``src/art/utils/output_dirs.py``). ``_train_model``
+  logs the groups (split ``train``) before it trains on them, and ``LocalService.train``
+  (``src/art/local/service.py``) saves the result as checkpoint ``step + 1``: the name is the step of the
+  checkpoint the batch was sampled from and trained on. The records carry no step (``trajectory_to_dict`` writes
+  ``reward``, ``metrics``, ``metadata``, ``messages_and_choices``, ``logs``; both metadata dicts are the user's).
+  A ``val`` split file is named the same way: the evaluation at that step.
 """
 
 from __future__ import annotations
 
 import datetime
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,6 +47,7 @@ from engine.io.reading.yaml_records import iter_yaml_records
 from engine.io.text.chatml import IM_END, checked_messages, render_prompt, render_response
 
 NAME = "art_yaml"
+STEP_FILE = re.compile(r"(\d{4,})\.yaml")  # LocalBackend._log: f"{iteration:04d}.yaml"
 CONTEXT_ROLE = "system"  # an assistant message ART does not train on
 
 

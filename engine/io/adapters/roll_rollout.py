@@ -17,6 +17,12 @@ the dataset's ``id``, ``source``, ``difficulty``, ``prompt``, ``messages``, ``gr
   ``prompt``, so rollouts with all three equal form a group. Ids ``step-<N>/row-<j>``.
 * The other dataset columns and ``global_step`` -> ``metadata.roll``; the first ``sampling_params`` -> the run's
   ``metadata.roll_sampling_params``.
+* Step: ``dump_rollout_to_specific_path`` (alibaba/ROLL ``roll/pipeline/rlvr/utils.py``, commit ``8eb27cc2``)
+  sets ``write_data['global_step'] = [global_step] * data_cnt`` (the ``global_step`` of ``RLVRPipeline.run``'s
+  step loop, ``roll/pipeline/rlvr/rlvr_pipeline.py``), and ``write_to_json_process`` names the file
+  ``f"rollout_dump_data.step_{global_step}.jsonl"`` with ``global_step = data.get('global_step', [0])[0]``, in the
+  one ``rollout_dump_dir`` (no step folder). Each row's ``global_step`` -> ``Trajectory.step``; ``STEP_FILE`` gives
+  the step of rows without one. The step is unpadded, counted from 0.
 
 A step is one record, so a dump larger than ``max_bytes`` (16 MiB by default) needs ``load_run(max_bytes=...)``.
 """
@@ -24,6 +30,7 @@ A step is one record, so a dump larger than ``max_bytes`` (16 MiB by default) ne
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,11 +38,12 @@ from engine.io.adapters.common import prompt_text
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.coerce import as_float, as_str, type_name
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id, prompt_group_id
+from engine.io.reading.fields import as_step, prompt_group_id
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import iter_json_records
 
 NAME = "roll_rollout"
+STEP_FILE = re.compile(r"rollout_dump_data\.step_(\d+)\.jsonl")  # write_to_json_process's file name
 KEYS = frozenset({"responses", "scores", "sampling_params", "global_step"})
 METADATA_COLUMNS = (
     "id",
@@ -94,13 +102,15 @@ def convert_row(row: dict, j: int) -> Trajectory:
     if not response:
         raise RecordError("responses", "empty response: the rollout has zero tokens")
     step = row.get("global_step")
+    step = as_step(step, "global_step") if step is not None else None
     return Trajectory(
-        id=f"step-{as_id(step, 'global_step') if step is not None else '?'}/row-{j}",
+        id=f"step-{step if step is not None else '?'}/row-{j}",
         group_id=prompt_group_id([row.get("id"), row.get("messages"), row.get("prompt")]),
         prompt=_prompt(row),
         segments=[Segment(role="model", text=response)],
         global_rewards={"scores": as_float(row["scores"], "scores")},
         metadata={"roll": {k: row[k] for k in METADATA_COLUMNS if k in row}},
+        step=step,
     )
 
 

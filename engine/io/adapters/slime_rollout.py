@@ -18,10 +18,23 @@ problem. ``status == "truncated"`` -> ``metadata.truncated``. Group = ``group_in
 over the ``n_samples_per_prompt`` samples of a prompt), scoped to the file's ``rollout_id``; id = ``index``.
 ``remove_sample`` true -> slime zeroes the sample's loss mask (it still enters the group's reward statistics):
 loaded the same way, with a problem. slime's advantages are computed after this dump, so none are logged here.
+
+Step: the rollout id, which the record states. ``save_debug_rollout_data`` (same file and commit) writes
+``{"rollout_id": rollout_id, ...}`` to ``path_template.format(rollout_id=("eval_" if evaluation else "") +
+str(rollout_id))``; ``train.py`` calls ``RolloutManager.generate(rollout_id)`` (``slime/ray/rollout.py``, which
+dumps) then trains on that rollout, once per ``rollout_id in range(start_rollout_id, num_rollout)``: one rollout is
+one training step. ``rollout_id`` -> ``Trajectory.step``. ``STEP_FILE`` is the name ``--dump-details`` gives
+(``slime/utils/arguments.py``: ``f"{dump_details}/rollout_data/{{rollout_id}}.pt"``); ``--save-debug-rollout-data``
+takes any template, so other names say no step and the record's ``rollout_id`` is the only one. The samples'
+``index`` and ``group_index`` are the data source's running counters (``slime/rollout/data_source.py``), unique
+across the run. An evaluation's dump (``RolloutManager.eval``: the same template with ``eval_<rollout_id>``, beside
+the training dumps) holds evaluation rollouts, not a training batch: its trajectories get no step (a note says so;
+in a folder of training dumps the file is then skipped) and ``metadata.eval_rollout_id``.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,11 +46,12 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.data.model import Trajectory
 from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id
+from engine.io.reading.fields import as_id, as_step
 from engine.io.reading.limits import HALF_DTYPES, check_values, check_zip, decoded_limit, tensor_array
 from engine.io.reading.problems import RecordError
 
 NAME = "slime_rollout"
+STEP_FILE = re.compile(r"(\d+)\.pt")  # --dump-details: rollout_data/{rollout_id}.pt
 KEEP = ("tokens", "response_length", "loss_mask", "rollout_log_probs", "reward", "group_index", "index", "status")
 EXPORT_HINT = (
     "export plain data instead, e.g. torch.save({'rollout_id': rollout_id, 'samples': [{k: s.to_dict()[k] for k in "
@@ -155,12 +169,36 @@ def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) ->
     )
 
 
+EVAL = -1  # _step's answer for an evaluation's dump
+
+
+def _step(rollout_id: object, stem: str, ctx: LoadContext) -> int | None:
+    """The step of a dump's samples: its ``rollout_id`` (None when it has none); ``EVAL`` for an evaluation's dump
+    (the file name ends in ``eval_<rollout_id>``), noted. A rollout id that is not a step is a problem (no step)."""
+    if rollout_id is None:
+        return None
+    try:
+        step = as_step(rollout_id, "rollout_id")
+    except RecordError as err:
+        ctx.problem(None, err.field, f"{err.reason}; the samples get no step")
+        return None
+    if stem.endswith(f"eval_{step}"):
+        ctx.note(
+            "rollout_id",
+            f"an evaluation's dump (slime names it eval_{step}): evaluation rollouts at rollout {step}, not a training "
+            "batch; its trajectories get no step",
+        )
+        return EVAL
+    return step
+
+
 def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
     """One trajectory per sample; a bad sample is a problem ``samples[b].<field>``."""
     from engine.io.reading.fields import prompt_group_id
 
     obj = load_dump(path)
     rollout, stem, samples = str(obj.get("rollout_id")), Path(path).stem, obj["samples"]
+    step = _step(obj.get("rollout_id"), stem, ctx)
     count = sum(_values(s.get("tokens")) for s in samples if isinstance(s, Mapping))
     check_values(path, f"the tokens of its {len(samples):,} samples", count)  # before any is converted
     dict_rewards = False
@@ -170,6 +208,10 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
         if got is None:
             continue
         traj, is_dict = got
+        if step == EVAL:
+            traj.metadata["eval_rollout_id"] = obj.get("rollout_id")
+        else:
+            traj.step = step
         if not traj.group_id:
             traj.group_id = prompt_group_id(traj.prompt_token_ids.tolist())
             ctx.problem(None, f"{prefix}group_index", "no group_index; grouped by prompt token ids")

@@ -30,23 +30,32 @@ float per completion). What that means here:
   ``k`` groups of ``G`` (a problem says so); runs that are not a multiple of ``G`` are reported and kept whole, and
   so is a file whose rows all share one prompt. Blocks of one prompt that fill every run twice over cannot be
   told apart (the ``logged_advantage_mismatch`` lint then shows it).
-* **Logged advantage** -> ``metadata.logged_advantage``; ``step`` -> ``metadata.step``. The file has no
-  truncation flag: ``metadata.truncated`` is left unset (False) and the completion-length limit is unknown.
+* **Logged advantage** -> ``metadata.logged_advantage``. The file has no truncation flag: ``metadata.truncated``
+  is left unset (False) and the completion-length limit is unknown.
+* **Step.** ``GRPOTrainer.log`` (same file and commit, the ``table`` it builds after ``super().log``) writes
+  ``"step": [self.state.global_step] * N`` and names the file ``f"completions_{self.state.global_step:05d}.parquet"``
+  in ``<output_dir>/completions/`` (no step folder): each row's ``step`` column -> ``Trajectory.step`` (and
+  ``metadata.step``); ``STEP_FILE`` (``completions_<5+ digits>.parquet``) gives the step of a file whose ``step``
+  column is null. The file holds the rows of the ``_logs`` deques (``maxlen=generation_batch_size``) as they stand at
+  that logging step: one generation batch, stamped with the step at which it was logged.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from engine.config import KGR1_GLOBAL_WEIGHTS
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_step
 from engine.io.reading.problems import RecordError
 
 NAME = "trl_completions"
 REQUIRED = ("step", "prompt", "completion", "advantage")
+STEP_FILE = re.compile(r"completions_(\d{5,})\.parquet")  # f"completions_{global_step:05d}.parquet"
 
 
 def sniff_columns(names: list[str]) -> bool:
@@ -160,7 +169,9 @@ def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group
     advantage = _finite(cols["advantage"][i])
     if advantage is None:
         raise RecordError("advantage", f"expected a finite number, got {cols['advantage'][i]!r}")
-    metadata: dict = {"step": cols["step"][i], "logged_advantage": advantage}
+    step = cols["step"][i]
+    step = None if step is None or (isinstance(step, float) and math.isnan(step)) else as_step(step, "step")
+    metadata: dict = {"step": step, "logged_advantage": advantage}
     logged = {c: cols[c][i] for c in extras if cols[c][i] is not None}
     if logged:
         metadata["logged_columns"] = logged
@@ -171,6 +182,7 @@ def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group
         segments=[Segment(role="model", text=completion)],
         global_rewards={name: v for name, v in values.items() if v is not None},  # absent: stored 0, marked absent
         metadata=metadata,
+        step=step,
     )
 
 
