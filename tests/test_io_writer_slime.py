@@ -167,11 +167,6 @@ def test_two_rollouts_of_the_same_prompts_stay_two_batches(tmp_path):
         assert_step_as_alone(run, step, path, SCHEME)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/io/adapters/__init__.py registers slime_rollout without **_steps(slime_rollout), so load_run never "
-    "sees its STEP_FILE (the step is right, the note is missing); remove this mark once it is registered",
-)
 def test_a_renamed_dump_keeps_its_rollout_id(tmp_path, written):
     path, _ = written
     renamed = tmp_path / "4.pt"

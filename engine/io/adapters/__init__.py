@@ -145,6 +145,7 @@ ADAPTERS: dict[str, Adapter] = {
             "slime_rollout",
             "slime debug rollout dump (.pt: {rollout_id, samples: [Sample.to_dict()]}, weights_only)",
             slime_rollout.read,
+            **_steps(slime_rollout),
         ),
         Adapter(
             "skyrl_eval",
