@@ -131,10 +131,9 @@ def test_two_versions_of_the_same_prompts(tmp_path, tok):
     assert adv[3][0].any() and not adv[4][:2].any()  # step 4's first group scored 1, 1: no advantage
 
 
-def test_moved_file_keeps_its_tail_version(tmp_path, tok):
+def test_renamed_version_folder_keeps_the_tail_version(tmp_path, tok):
     folder, _ = areal.write_rollouts(tok, tmp_path, version=3)
-    (tmp_path / "rollout" / "5").mkdir()
-    moved = (folder / "8.jsonl").rename(tmp_path / "rollout" / "5" / "8.jsonl")
+    folder.rename(tmp_path / "rollout" / "5")
     res = load_run(tmp_path / "rollout")
     assert [(t.id, t.step) for t in res.run.trajectories] == [
         ("task-7/sample-0", 3),
@@ -142,6 +141,6 @@ def test_moved_file_keeps_its_tail_version(tmp_path, tok):
         ("task-8/sample-0", 3),
         ("task-8/sample-1", 3),
     ]
-    (note,) = [p for p in res.problems if p.field == "step"]
-    assert note.scope == "run" and note.file == str(moved)
-    assert "records say step 3 but the folder name '5' says step 5" in note.reason
+    notes = [p for p in res.problems if p.field == "step"]
+    assert [p.file for p in notes] == [str(tmp_path / "rollout" / "5" / f"{task}.jsonl") for task in (7, 8)]
+    assert all(p.scope == "run" and "records say step 3 but the folder name '5' says step 5" in p.reason for p in notes)
