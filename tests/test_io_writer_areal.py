@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from test_io_support import write_jsonl
 from writers import areal
 
+from engine import CreditConfig, compute_credit
 from engine.io import load_run
 from engine.io.detect import detect_format
 from engine.io.text.tokenize import get_tokenizer
@@ -76,3 +78,69 @@ def test_areal_wins_over_tagged_text_and_sniff_is_narrow(tmp_path):
     other.write_text(json.dumps({"task_id": 1, "completion": "x", "reward": 1.0}) + "\n")
     with pytest.raises(ValueError, match="cannot detect"):
         detect_format(other)
+
+
+# ------------------------------------------------------------------------------------------------------- steps
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
+    same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages
+
+
+# AReaL has no profile of its own; its GRPO (group mean / std of the scalar reward) is verl's
+AREAL_GRPO = CreditConfig(profile="verl", estimator="grpo")
+
+
+def test_step_is_the_tail_version(tmp_path, tok):
+    folder, _ = areal.write_rollouts(tok, tmp_path, version=3)
+    for path, n in ((folder, 4), (folder / "7.jsonl", 2), (tmp_path / "rollout", 4)):
+        res = load_run(path)
+        assert [t.step for t in res.run.trajectories] == [3] * n, path
+        assert not [p for p in res.problems if p.field == "step"]
+
+
+def test_two_versions_of_the_same_prompts(tmp_path, tok):
+    """Versions (steps) 3 and 4 sample the same two prompts (task ids 7, 8 then 17, 18, as AReaL's task counter
+    runs on); step 4's first task scores (1, 1). ``rollout/`` reads both version folders, each step keeps its
+    groups and its folder's advantages."""
+    areal.write_rollouts(tok, tmp_path, version=3)
+    areal.write_rollouts(tok, tmp_path, version=4, first_task_id=17, rewards=(1.0, 1.0))
+    both = load_run(tmp_path / "rollout")
+    assert both.problems == []
+    run = both.run
+    assert [(t.id, t.step) for t in run.trajectories] == [
+        (f"task-{task}/sample-{i}", step)
+        for step, tasks in ((3, (7, 8)), (4, (17, 18)))
+        for task in tasks
+        for i in (0, 1)
+    ]
+    assert run.to_batch().group_ids.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [t.prompt for t in run.trajectories[:4]] == [t.prompt for t in run.trajectories[4:]]
+    adv = {}
+    for step in (3, 4):
+        alone = load_run(tmp_path / "rollout" / str(step))
+        assert {t.step for t in alone.run.trajectories} == {step}
+        adv[step] = advantages_of_step(both, alone, step, AREAL_GRPO)
+    assert adv[3][0].any() and not adv[4][:2].any()  # step 4's first group scored 1, 1: no advantage
+
+
+def test_renamed_version_folder_keeps_the_tail_version(tmp_path, tok):
+    folder, _ = areal.write_rollouts(tok, tmp_path, version=3)
+    folder.rename(tmp_path / "rollout" / "5")
+    res = load_run(tmp_path / "rollout")
+    assert [(t.id, t.step) for t in res.run.trajectories] == [
+        ("task-7/sample-0", 3),
+        ("task-7/sample-1", 3),
+        ("task-8/sample-0", 3),
+        ("task-8/sample-1", 3),
+    ]
+    notes = [p for p in res.problems if p.field == "step"]
+    assert [p.file for p in notes] == [str(tmp_path / "rollout" / "5" / f"{task}.jsonl") for task in (7, 8)]
+    assert all(p.scope == "run" and "records say step 3 but the folder name '5' says step 5" in p.reason for p in notes)

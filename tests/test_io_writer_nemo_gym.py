@@ -194,3 +194,16 @@ def test_mask_sample_must_be_a_boolean(tmp_path):
     path.write_text(json.dumps(rec) + "\n")
     with pytest.raises(ValueError, match="mask_sample: expected true or false, got str"):
         load_run(path, strict=True)
+
+
+def test_no_step_is_written_so_none_is_read(tmp_path):
+    """``run_from_config`` writes no step: every row has step None, also under a folder named as other trainers name
+    a step's (a load is one step)."""
+    truth = writer.write_hermes(tmp_path)
+    assert all(t.step is None for t in load_run(truth.path).run.trajectories)
+    (tmp_path / "step_5").mkdir()
+    truth.path.rename(tmp_path / "step_5" / truth.path.name)
+    res = load_run(tmp_path)
+    assert len(res.run.trajectories) == 2 and all(t.step is None for t in res.run.trajectories)
+    assert res.run.to_batch().steps is None
+    assert not [p for p in res.problems if p.field == "step"]

@@ -6,6 +6,7 @@ recomputation."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -194,3 +195,90 @@ def test_fork_and_missing_group(tmp_path):
         f"{trace.id}/branch-1",
     ) and a.group_id == b.group_id == "task-key-fork"
     assert b.segments[-1].token_ids.tolist() == fork.token_ids[fork.mask.index(True) :]
+
+
+# ------------------------------------------------------------------------------------------------------- steps
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
+    same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages
+
+
+def test_step_is_the_folder_the_batch_was_shipped_under(written):
+    """The step is ``rollouts/step_7``'s; the record's ``run.work.step`` is kept as the dispatch step."""
+    path, truths = written
+    res = load_run(path)
+    assert [t.step for t in res.run.trajectories] == [7] * len(truths)
+    assert res.run.trajectories[0].metadata["run_work"] == {
+        "type": "train",
+        "step": 7,
+        "policy": {"start": 0, "end": 1},
+    }
+    assert not [p for p in res.problems if p.field == "step"]
+
+
+@pytest.fixture(scope="module")
+def two_steps(tmp_path_factory):
+    """The same two prompts (groups "g-add", "g-mul") trained at steps 5 and 6; step 6's episodes were dispatched
+    at step 5 (one step off-policy), so their records say ``run.work.step`` 5. Step 6's correctness scores are
+    (1 − step 5's) / 2, so each group's mean differs between the steps."""
+    run_dir = tmp_path_factory.mktemp("prime_two_steps")
+    _, t5 = prime_rl.write_step(str(run_dir), 5, GROUPS)
+    flip = {
+        gid: [replace(r, rewards=r.rewards | {"correct": (0.5 - r.rewards["correct"][0] / 2, 1.0)}) for r in rs]
+        for gid, rs in GROUPS.items()
+    }
+    _, t6 = prime_rl.write_step(str(run_dir), 6, flip, dispatch_step=5)
+    return run_dir / "rollouts", t5, t6
+
+
+def test_two_steps_of_the_same_prompts(two_steps):
+    root, t5, t6 = two_steps
+    both = load_run(root)
+    assert not [p for p in both.problems if p.field in ("step", "id")]
+    run = both.run
+    assert [(t.id, t.step) for t in run.trajectories] == [(t.trace_id, 5) for t in t5] + [(t.trace_id, 6) for t in t6]
+    assert [t.metadata["run_work"]["step"] for t in run.trajectories] == [5] * 12  # dispatched at 5, trained at 6
+    sizes = {}
+    for t in run.trajectories:
+        sizes[(t.step, t.group_id)] = sizes.get((t.step, t.group_id), 0) + 1
+    assert sizes == {(5, "g-add"): 4, (5, "g-mul"): 2, (6, "g-add"): 4, (6, "g-mul"): 2}
+    batch = run.to_batch()
+    assert batch.group_ids.tolist() == [0] * 4 + [1] * 2 + [2] * 4 + [3] * 2
+    scheme = CreditConfig(profile="prime-rl", **prime_rl_algorithm("grpo"))
+    assert scheme.estimator == "grpo"
+    for step, truths in ((5, t5), (6, t6)):
+        # the step's file: a folder load opened at step_N does not read into train/effective, and one opened at
+        # train/effective does not look above itself for the step (engine/io/load.py, reading/steps.py)
+        alone = load_run(root / f"step_{step}" / "train" / "effective" / "traces.jsonl")
+        assert {t.step for t in alone.run.trajectories} == {step}
+        adv = advantages_of_step(both, alone, step, scheme)
+        act = alone.run.to_batch().action_mask.bool()
+        for i, truth in enumerate(truths):  # and they are prime-rl's own
+            assert torch.allclose(adv[i][act[i]], torch.tensor(truth.advantage), atol=1e-6, rtol=0)
+    merged = [t.step for t in run.trajectories]
+    for t in run.trajectories:
+        t.step = None  # the same rows as one step: the two steps' groups merge, and step 5's advantages change
+    merged_res = compute_credit(run.to_batch(), scheme, device="cpu")
+    for t, s in zip(run.trajectories, merged, strict=True):
+        t.step = s
+    assert not torch.equal(merged_res.advantages, compute_credit(batch, scheme, device="cpu").advantages)
+
+
+def test_the_all_subset_is_noted(tmp_path):
+    """``train/all`` holds every episode as it arrived, unscored: it loads with its step and a note that it is not
+    the trained batch; its rows carry no advantages."""
+    prime_rl.write_step(str(tmp_path), 4, GROUPS, all_subset=True)
+    arrived = tmp_path / "rollouts" / "step_4" / "train" / "all" / "traces.jsonl"
+    res = load_run(arrived)
+    assert {t.step for t in res.run.trajectories} == {4}
+    assert all("logged_advantages" not in t.metadata for t in res.run.trajectories)
+    (note,) = [p for p in res.problems if "train/all subset" in p.reason]
+    assert note.scope == "run" and note.file == str(arrived) and "step 4" in note.reason

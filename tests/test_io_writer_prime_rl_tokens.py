@@ -301,3 +301,82 @@ def test_ce_weights_are_noted_not_trained(tmp_path):
     assert [p.field for p in plain.problems if p.field == "rl_weights"] == []
     assert [p.field for p in ce.problems if p.field == "rl_weights"] == ["rl_weights"]
     assert ce.run.trajectories == plain.run.trajectories
+
+
+# ------------------------------------------------------------------------------------------------------- steps
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the two-step run and on ``step``'s folder alone: step's rows must be the same rows, in the
+    same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages
+
+
+def test_each_record_keeps_the_step_the_trainer_wrote(run):
+    """``export(progress.step, ...)`` writes the step into every record and names the folder after it."""
+    root, _, _ = run
+    res = load_run(root)
+    assert [(t.id, t.step) for t in res.run.trajectories] == [
+        ("step_3/rank_0/0", 3),
+        ("step_3/rank_0/1", 3),
+        ("step_3/rank_0/2", 3),
+        ("step_3/rank_1/0", 3),
+        ("step_4/rank_0/0", 4),
+    ]
+    assert res.run.to_batch().steps.tolist() == [3, 3, 3, 3, 4]
+    assert [t.step for t in load_run(root / "step_3" / "rank_1.jsonl").run.trajectories] == [3]
+    assert not [p for p in res.problems if p.field == "step"]
+
+
+def test_two_steps_of_the_same_prompts(tmp_path):
+    """Steps 5 and 6 train the same prompts (new samples, other advantages), on two ranks: the rank files of a
+    step share it, the ids stay apart, every sample is its own group within its step, and each step's advantages
+    are those of its folder alone (prime-rl's logged ones, and GRPO's zeros for singleton groups)."""
+    s5, s6 = samples(), samples()
+    for smp in s6.values():
+        smp.advantage, smp.seed = smp.advantage + 0.25, smp.seed + 100
+    root = write_run(tmp_path, {5: {0: [[s5["single"], s5["tool"]]], 1: [[s5["tied"]]]}})
+    write_run(tmp_path, {6: {0: [[s6["single"]], [s6["tool"]]], 1: [[s6["tied"], s6["nan_prompt"]]]}})
+    both = load_run(root)
+    assert not [p for p in both.problems if p.field == "step"]
+    assert [(t.id, t.step) for t in both.run.trajectories] == [
+        ("step_5/rank_0/0", 5),
+        ("step_5/rank_0/1", 5),
+        ("step_5/rank_1/0", 5),
+        ("step_6/rank_0/0", 6),
+        ("step_6/rank_0/1", 6),
+        ("step_6/rank_1/0", 6),
+        ("step_6/rank_1/1", 6),
+    ]
+    batch = both.run.to_batch()
+    assert batch.steps.tolist() == [5, 5, 5, 6, 6, 6, 6]
+    assert batch.group_ids.tolist() == list(range(7))  # no group id in the export: each sample alone
+    logged = CreditConfig(profile="prime-rl", estimator="logged")
+    for step in (5, 6):
+        alone = load_run(root / f"step_{step}")
+        assert {t.step for t in alone.run.trajectories} == {step}
+        adv = advantages_of_step(both, alone, step, logged)
+        ab = alone.run.to_batch()
+        assert torch.equal(adv, ab.logged_advantages * ab.action_mask) and adv.any()
+        assert not advantages_of_step(both, alone, step, CreditConfig(profile="prime-rl", estimator="grpo")).any()
+    step6 = [t for t in both.run.trajectories if t.step == 6]
+    assert [t.metadata["logged_advantages"][0] for t in step6] == [0.75, -0.5, 0.25, 1.25]
+
+
+def test_a_renamed_step_folder_keeps_the_records_step(run, tmp_path):
+    """A step folder renamed after the fact: the records' ``step`` wins, the disagreement is noted naming the file."""
+    root, _, _ = run
+    moved = tmp_path / "token_exports" / "step_9"
+    moved.mkdir(parents=True)
+    (moved / "rank_0.jsonl").write_text((root / "step_4" / "rank_0.jsonl").read_text())
+    (moved / "STABLE").touch()
+    res = load_run(tmp_path / "token_exports")
+    assert [(t.id, t.step) for t in res.run.trajectories] == [("step_4/rank_0/0", 4)]
+    (note,) = [p for p in res.problems if p.field == "step"]
+    assert note.scope == "run" and note.file == str(moved / "rank_0.jsonl") and note.line == 1
+    assert "records say step 4 but the folder name 'step_9' says step 9" in note.reason

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
+import torch
 from test_io_support import ids
 from writers import rllm as writer
 
+from engine import CreditConfig, compute_credit
 from engine.io import load_run
 from engine.io.reading.problems import Problem
 from engine.io.text.tokenize import get_tokenizer
@@ -142,3 +145,73 @@ def test_empty_step_names_what_it_has(tmp_path):
     assert [(p.line, p.field, p.reason) for p in res.problems] == [
         (1, "steps[0]", EMPTY_STEP.format(" (it has only action, observation, which are not the generated text)"))
     ]
+
+
+# ------------------------------------------------------------------------------------------------------- steps
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
+    same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages
+
+
+RLLM_GRPO = CreditConfig(profile="rllm", estimator="grpo")
+
+
+def test_training_step_of_every_episode(tmp_path):
+    episodes, _ = writer.training_batch()
+    step_dir = writer.log_episodes_batch(tmp_path, episodes, step=3, epoch=1)
+    assert step_dir.name == "train_step_3_epoch_1"
+    for path in (step_dir, tmp_path / "episodes", next(step_dir.glob("episode_*.json"))):
+        res = load_run(path)
+        assert res.run.trajectories and all(t.step == 3 for t in res.run.trajectories), path
+        assert all(t.metadata["epoch"] == 1 for t in res.run.trajectories)
+        assert not [p for p in res.problems if p.field == "step"]
+
+
+def test_two_steps_of_the_same_tasks(tmp_path):
+    """Steps 5 and 6 roll out the same two tasks (same task ids, so the same episode ids); step 6 lost rollout
+    a:1. The episodes folder reads both step folders; each step keeps its own groups and its folder's advantages;
+    the validation folder beside them is named, not read."""
+    episodes, _ = writer.training_batch()
+    writer.log_episodes_batch(tmp_path, episodes, step=5)
+    writer.log_episodes_batch(tmp_path, [ep for ep in episodes if ep["id"] != "5b0c6d1e-task-a:1"], step=6, epoch=1)
+    writer.log_episodes_batch(tmp_path, episodes[:2], step=6, mode="val")
+    both = load_run(tmp_path / "episodes")
+    assert not [p for p in both.problems if p.field in ("step", "id", "episode_id")]
+    (val,) = [p for p in both.problems if "val_step_6_epoch_0" in p.file]
+    assert "subfolder not read" in val.reason
+    run = both.run
+    assert [t.step for t in run.trajectories] == [5] * 6 + [6] * 5
+    sizes: dict = {}
+    for t in run.trajectories:
+        sizes[(t.step, t.group_id)] = sizes.get((t.step, t.group_id), 0) + 1
+    a, b = "5b0c6d1e-task-a:solver", "9f3e2a77-task-b:solver"
+    assert sizes == {(5, a): 3, (5, b): 3, (6, a): 2, (6, b): 3}
+    assert len(set(run.to_batch().group_ids.tolist())) == 4
+    for step, folder in ((5, "train_step_5_epoch_0"), (6, "train_step_6_epoch_1")):
+        alone = load_run(tmp_path / "episodes" / folder)
+        assert {t.step for t in alone.run.trajectories} == {step}
+        assert advantages_of_step(both, alone, step, RLLM_GRPO).any()
+    # the same rows as one step: task a's group of 5 has another mean, so its advantages change
+    merged = [replace(t, step=None) for t in run.trajectories]
+    one = compute_credit(replace(run, trajectories=merged).to_batch(), RLLM_GRPO, device="cpu")
+    assert not torch.equal(one.advantages, compute_credit(run.to_batch(), RLLM_GRPO, device="cpu").advantages)
+
+
+def test_renamed_step_folder_keeps_the_records_step(tmp_path):
+    episodes, _ = writer.training_batch()
+    step_dir = writer.log_episodes_batch(tmp_path, episodes, step=5)
+    step_dir.rename(step_dir.with_name("train_step_9_epoch_0"))
+    res = load_run(tmp_path / "episodes")
+    assert [t.step for t in res.run.trajectories] == [5] * 6
+    notes = [p for p in res.problems if p.field == "step"]
+    moved = sorted(str(p) for p in (tmp_path / "episodes" / "train_step_9_epoch_0").glob("episode_*.json"))
+    assert sorted(p.file for p in notes) == moved and all(p.scope == "run" for p in notes)
+    assert all("records say step 5 but the folder name 'train_step_9_epoch_0' says step 9" in p.reason for p in notes)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from test_io_support import write_jsonl
 from writers import skyrl
 
+from engine import CreditConfig, compute_credit
 from engine.io import load_run
 from engine.io.detect import detect_format
 from engine.io.text.tokenize import get_tokenizer
@@ -78,3 +80,57 @@ def test_skyrl_sniff_is_narrow(tmp_path):
     path.write_text(json.dumps({"input_prompt": "p", "output_response": "r", "score": 1.0}) + "\n")
     with pytest.raises(ValueError, match="cannot detect"):
         detect_format(path)
+
+
+# ------------------------------------------------------------------------------------------------------- steps
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
+    same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages
+
+
+SKYRL_GRPO = CreditConfig(profile="skyrl", estimator="grpo")
+
+
+def test_step_is_the_global_step_folder(dump):
+    folder, truth = dump
+    assert folder.name == "global_step_5_evals"
+    for path in (folder, folder / "searchR1_nq.jsonl", folder.parent):
+        res = load_run(path)
+        assert [t.step for t in res.run.trajectories] == [5] * len(truth), path
+        assert res.problems == []
+
+
+def test_two_steps_of_the_same_prompts(tmp_path, tok):
+    """Evaluations at global steps 5 and 10 of the same two dataset rows (same prompts, same env_extras, so the
+    same group keys and the same record ids); at step 10 the second rollout of row 0 is right too. dumped_evals/
+    reads both folders; each step keeps its groups, its advantages and its aggregated metrics."""
+    s5, s10 = skyrl.sample_rollouts(tok), skyrl.sample_rollouts(tok)
+    s10[1].rewards[-1] = 1.0
+    skyrl.write_eval_dump(tok, tmp_path, s5, global_step=5)
+    skyrl.write_eval_dump(tok, tmp_path, s10, global_step=10, metrics={"eval/all/avg_score": 0.75})
+    root = tmp_path / "dumped_evals"
+    both = load_run(root)
+    assert both.problems == []
+    run = both.run
+    # folders load in name order (global_step_10_evals before global_step_5_evals); compute_credit takes steps by number
+    assert [t.step for t in run.trajectories] == [10] * 4 + [5] * 4
+    assert [t.id for t in run.trajectories[:4]] == [t.id for t in run.trajectories[4:]]  # unique within a step
+    assert [t.group_id for t in run.trajectories[:4]] == [t.group_id for t in run.trajectories[4:]]
+    assert run.to_batch().group_ids.tolist() == [0, 0, 1, 1, 2, 2, 3, 3]  # 2 per group and step, not 4
+    assert run.metadata["skyrl_eval_metrics_step_5"] == {"eval/all/avg_score": 0.5, "eval/all/pass_at_2": 1.0}
+    assert run.metadata["skyrl_eval_metrics_step_10"] == {"eval/all/avg_score": 0.75}
+    adv = {}
+    for step in (5, 10):
+        alone = load_run(root / f"global_step_{step}_evals")
+        assert {t.step for t in alone.run.trajectories} == {step}
+        adv[step] = advantages_of_step(both, alone, step, SKYRL_GRPO)
+    assert adv[5][:2].any() and not adv[10][:2].any()  # row 0 scores 1, 1 at step 10
+    assert not torch.equal(adv[5], adv[10])

@@ -18,6 +18,10 @@ Source: inclusionAI/AReaL at commit 4aef98d8d818af55b43621aaadba047ae10f4e77.
   "tail_version": max(versions), "reward": rewards[i].item(), "prompt", "completion"})``. ``versions`` is the
   whole padded [B, T] tensor flattened, so ``head_version`` is -1 (prompt tokens) and padding adds 0.
 
+* ``areal/trainer/rl_trainer.py``, ``RLTrainer.train``: after ``global_step``'s update, ``rollout.set_version(
+  global_step + 1)``; ``areal/infra/remote_inf_engine.py`` stamps each generated token with ``get_version()``. So the
+  version folder of a synchronous run (``max_head_offpolicyness`` 0) is the step that trains the samples.
+
 Lossy in the dump: ids, the loss mask, log-probs and the stop reason are not written. The ground truth returned is
 what the workflow held: completion ids, loss mask, reward, group (task), whether the generation hit the limit.
 """
@@ -104,18 +108,27 @@ def dump_trajectory(tok, root: Path, traj: dict[str, torch.Tensor], task_id: int
     return path
 
 
-def write_rollouts(tok, root: Path) -> tuple[Path, list[Sample]]:
-    """Two tasks of a group of 2 at policy version 3; task 8 has a truncated sample. Returns the version dir."""
+def write_rollouts(
+    tok, root: Path, version: int = 3, first_task_id: int = 7, rewards: tuple[float, float] = (1.0, 0.0)
+) -> tuple[Path, list[Sample]]:
+    """Two tasks of a group of 2 at policy version ``version`` (the trainer's step in synchronous AReaL: the engine's
+    version during ``global_step`` s is s); task ids count on from ``first_task_id`` (``WorkflowExecutor``'s task
+    counter runs over the whole run, so the same prompts at another step have other ids); the first task's two
+    samples score ``rewards``; the second task has a truncated sample. Returns the version dir."""
+    t1, t2 = first_task_id, first_task_id + 1
     tasks = {
-        7: ("What is 2+2?", [("<answer>4</answer><|im_end|>", 1.0), ("<answer>5</answer><|im_end|>", 0.0)]),
-        8: ("Name a prime.", [("<answer>7</answer><|im_end|>", 1.0), ("Let me think about primes: 2, 3", 0.0)]),
+        t1: (
+            "What is 2+2?",
+            [("<answer>4</answer><|im_end|>", rewards[0]), ("<answer>5</answer><|im_end|>", rewards[1])],
+        ),
+        t2: ("Name a prime.", [("<answer>7</answer><|im_end|>", 1.0), ("Let me think about primes: 2, 3", 0.0)]),
     }
     truth = []
     for task_id, (question, answers) in tasks.items():
-        episodes = [episode(tok, question, a, r, version=3) for a, r in answers]
+        episodes = [episode(tok, question, a, r, version=version) for a, r in answers]
         dump_trajectory(tok, root, concat_padded(episodes), task_id)
         for i, (e, (a, r)) in enumerate(zip(episodes, answers, strict=True)):
             n_prompt = int((e["loss_mask"][0] == 0).sum())
             ids = e["input_ids"][0].tolist()
             truth.append(Sample(task_id, i, ids[:n_prompt], ids[n_prompt:], r, not a.endswith("<|im_end|>")))
-    return root / "rollout" / "3", truth
+    return root / "rollout" / str(version), truth

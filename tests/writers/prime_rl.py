@@ -5,7 +5,14 @@ Sources:
 * PrimeIntellect-ai/prime-rl, commit 559b44772e471d1538537b8805cc77f3824a5e64 (2026-08-21):
   ``src/prime_rl/monitors/file.py`` ``FileMonitor.log_episodes`` opens ``rollouts/step_{step}/{kind}/{subset}/
   traces.jsonl`` for appending and writes ``orjson.dumps(episode.to_record(), default=str,
-  option=OPT_APPEND_NEWLINE | OPT_SERIALIZE_NUMPY)`` per episode. ``src/prime_rl/orchestrator/algo/grpo.py``
+  option=OPT_APPEND_NEWLINE | OPT_SERIALIZE_NUMPY)`` per episode.
+  ``src/prime_rl/orchestrator/orchestrator.py``: each arriving episode is logged to ``train/all`` at once (before
+  scoring) under ``self.progress.step``; ``finalize_train_batch`` logs the shipped batch's episodes to
+  ``train/effective`` under ``step = self.progress.step`` (the training step) and then increments
+  ``progress.step``. ``src/prime_rl/orchestrator/dispatcher.py`` ``Dispatcher.emit_episode`` stamps ``episode.run
+  = TrainRunInfo(id, name, work=TrainWorkInfo(step=meta.step, policy=PolicySpan(start, end)))``: the step at which
+  the group was *dispatched* (async: earlier than the step that trains it) and the policy versions spanned.
+  ``src/prime_rl/orchestrator/algo/grpo.py``
   ``GRPOAlgorithm.score_group`` (optionally with the linear length penalty): ``rewards = tensor([trace.reward
   ...], float32)``, ``advantages = rewards - rewards.mean()`` over the group's trainable traces (``algo/base.py``
   ``iter_trainable_traces``: skip ``has_error`` (= not ok) and ``agent.trainable`` false); ``algo/routing.py``
@@ -119,11 +126,30 @@ class GroupInfo(BaseModel):
     id: str
 
 
+class PolicySpan(BaseModel):
+    start: int
+    end: int
+
+
+class TrainWorkInfo(BaseModel):
+    type: str = "train"
+    step: int
+    policy: PolicySpan | None = None
+
+
+class TrainRunInfo(BaseModel):
+    type: str = "train"
+    id: str
+    name: str | None = None
+    work: TrainWorkInfo
+
+
 class Episode(BaseModel):
     id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     env: dict = Field(default_factory=lambda: {"id": "toy-env"})
     task: TraceTask
     group: GroupInfo | None = None
+    run: TrainRunInfo | None = None
     ok: bool = True
     errors: list[dict] = Field(default_factory=list)
     traces: list[Trace] = Field(default_factory=list)
@@ -265,9 +291,14 @@ def write_step(
     groups: dict[str, list[Rollout]],
     failed: int = 0,
     length_penalty: tuple[float, float, float] | None = None,
+    dispatch_step: int | None = None,
+    all_subset: bool = False,
 ) -> tuple[str, list[Truth]]:
     """Score each group like prime-rl's GRPO (with ``length_penalty``, if given) and append its episodes to the
-    step's effective traces.jsonl.
+    step's effective traces.jsonl, ``<run_dir>/rollouts/step_<step>/train/effective/traces.jsonl``.
+
+    ``dispatch_step``: the step the episodes were dispatched at (their ``run.work.step``; default ``step``, the
+    synchronous case). ``all_subset``: also append each episode, as it arrived (unscored), to ``train/all``.
 
     ``failed``: that many extra episodes that errored before any trace (``ok`` false, no traces) are appended
     to the last group (they appear in the ``all`` subset; here they test the loader's refusal)."""
@@ -282,7 +313,17 @@ def write_step(
         for r in rollouts:
             seed += 1
             trace, roles = build_trace(tok, task, r, seed)
-            episodes.append((Episode(task=task, group=GroupInfo(id=gid), traces=[trace], ok=r.ok), roles))
+            work = TrainWorkInfo(
+                step=step if dispatch_step is None else dispatch_step, policy=PolicySpan(start=0, end=1)
+            )
+            run = TrainRunInfo(id="run-1", name="toy", work=work)
+            episodes.append((Episode(task=task, group=GroupInfo(id=gid), run=run, traces=[trace], ok=r.ok), roles))
+        if all_subset:  # logged on arrival, before the sink scores the group
+            arrived = os.path.join(run_dir, "rollouts", f"step_{step}", "train", "all", "traces.jsonl")
+            os.makedirs(os.path.dirname(arrived), exist_ok=True)
+            with open(arrived, "ab") as f:
+                for ep, _ in episodes:
+                    f.write(orjson.dumps(ep.to_record(), option=orjson.OPT_APPEND_NEWLINE))
         score_group([ep for ep, _ in episodes], length_penalty)
         for ep, roles in episodes:
             trace = ep.traces[0]

@@ -79,8 +79,12 @@ def agent_loop(tok, row: int, question: str, turns: list[tuple[str, str | None, 
     return Rollout(row, prompt_ids, ids, mask, token_rewards, stop_reason, dict(extras))
 
 
-def write_eval_dump(tok, export_path: Path, rollouts: list[Rollout], global_step: int = 5) -> Path:
-    """``dump_per_dataset_eval_results``: one file per data source plus ``aggregated_results.jsonl``."""
+def write_eval_dump(
+    tok, export_path: Path, rollouts: list[Rollout], global_step: int = 5, metrics: dict | None = None
+) -> Path:
+    """``dump_per_dataset_eval_results`` into ``evaluate``'s ``export_path / "dumped_evals" /
+    f"global_step_{global_step}_evals"``: one file per data source plus ``aggregated_results.jsonl`` (``metrics``)."""
+    metrics = {"eval/all/avg_score": 0.5, "eval/all/pass_at_2": 1.0} if metrics is None else metrics
     out = export_path / "dumped_evals" / f"global_step_{global_step}_evals"
     out.mkdir(parents=True, exist_ok=True)
     by_source: dict[str, list[Rollout]] = {}
@@ -101,7 +105,7 @@ def write_eval_dump(tok, export_path: Path, rollouts: list[Rollout], global_step
                 }
                 f.write(json.dumps(entry, ensure_ascii=False) + "\n")
     with open(out / "aggregated_results.jsonl", "w") as f:
-        f.write(json.dumps({"eval/all/avg_score": 0.5, "eval/all/pass_at_2": 1.0}, ensure_ascii=False) + "\n")
+        f.write(json.dumps(metrics, ensure_ascii=False) + "\n")
     return out
 
 

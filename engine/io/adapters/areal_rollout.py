@@ -19,10 +19,26 @@ halves with ``skip_special_tokens=False``; ids, the loss mask and log-probs are 
   ``<|endoftext|>``, ...) was cut by the length limit: ``metadata.truncated`` is inferred so and listed in
   ``metadata.synthesized`` (a generation stopped by a stop string without EOS reads as truncated too).
 * ``head_version`` / ``tail_version`` (policy versions), ``seqlen``, ``prompt_len`` -> ``metadata.areal``.
+
+Step = the record's ``tail_version`` (``STEP_FOLDER``: the ``<version>`` folder, for records that lack it).
+inclusionAI/AReaL ``4aef98d8``: ``_dump_trajectory`` (``areal/infra/workflow_executor.py``) names the folder
+``str(tail_version)`` with ``tail_version = max(versions)`` over the whole group's tensor (so a group never splits
+across folders) and writes the same number into every line. ``areal/trainer/rl_trainer.py`` ``RLTrainer.train``:
+at ``global_step`` s the trainer takes its batch from ``actor.prepare_batch`` and, after the update, calls
+``rollout.set_version(global_step + 1)``; from step 0 (or a resumed step) the inference engine's version during step
+s's rollout is s, and every generated token's version is the engine's version (``remote_inf_engine.py``). With
+``max_head_offpolicyness`` 0 (the default in ``areal/api/cli_args.py``, synchronous) every sample trained at step
+s has ``tail_version`` s, so the version is the trainer's step exactly. With staleness allowed (> 0) a sample of
+version v may be trained at a step up to v + max_head_offpolicyness; the dump does not say which step consumed it,
+and version v is the first step that could have (it cannot be trained earlier: version v exists only after step
+v − 1). ``head_version`` is ``min(versions)``, −1 whenever the prompt tokens' −1 is in the tensor (always, in
+``RLVRWorkflow``), so it says nothing about the step. A record whose ``tail_version`` differs from its folder (a
+moved file) keeps its own, noted.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -30,7 +46,7 @@ from engine.io.adapters.common import read_records, require_mapping
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.coerce import as_float, as_str
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id, mark_synthesized
+from engine.io.reading.fields import as_id, as_step, mark_synthesized
 from engine.io.reading.problems import RecordError
 from engine.io.text.tokenize import encode_many, get_tokenizer
 
@@ -38,6 +54,7 @@ NAME = "areal_rollout"
 KEYS = frozenset({"task_id", "sample_idx", "seqlen", "prompt_len", "head_version", "tail_version", "completion"})
 END_OF_SEQUENCE = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "</s>", "<｜end▁of▁sentence｜>")
 VERSION_KEYS = ("seqlen", "prompt_len", "head_version", "tail_version")
+STEP_FOLDER = re.compile(r"(\d+)")  # rollout/<tail_version>/<task_id>.jsonl (the task id is not a step)
 
 
 def sniff(rec: object) -> bool:
@@ -87,6 +104,7 @@ def convert(rec: object, ctx: LoadContext, notes: list[tuple[str, str]]) -> Traj
         segments=[Segment(role="model", text=completion, token_ids=ids)],
         global_rewards={"reward": as_float(rec.get("reward"), "reward")},
         metadata=metadata,
+        step=as_step(rec.get("tail_version"), "tail_version"),
     )
 
 

@@ -23,6 +23,13 @@ Written by ``RolloutCollectionHelper.run_from_config`` (``ng_collect_rollouts``)
 * ``mask_sample: true`` (top level, or ``instance_config.mask_sample`` as some resources servers write it) means
   "exclude this rollout from the loss": ``metadata.exclude_from_loss``, which the batch turns into a zero action
   mask for the row; the file's load reports how many.
+* Step: none. NeMo Gym writes no training step: ``RolloutCollectionHelper.run_from_config``
+  (``nemo_gym/rollout_collection.py``, NVIDIA-NeMo/Gym ``07d6b0d0``) writes every result to the one
+  ``output_jsonl_fpath`` the caller names, adding only ``_ng_task_index``, ``_ng_rollout_index`` and ``agent_ref``;
+  no record field, file or folder name of its own carries a step or policy version. So no ``STEP_FILE`` /
+  ``STEP_FOLDER``: every trajectory has ``step=None`` (a load is one step), even in a folder another trainer names as
+  a step's. Rollout files from several collections loaded together are one step: their ``_ng_task_index`` groups
+  merge across files.
 * Tokenizer: the run's tokenizer is ``"qwen3"`` unless the caller names one. NeMo Gym's open-model rollouts come
   from Qwen3 models, whose generations contain Qwen3-only ids (``<think>`` = 151667).
 """

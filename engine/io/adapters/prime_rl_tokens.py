@@ -16,6 +16,12 @@ per-token columns: ``token_ids``, ``position_ids`` (0..n-1: ``prepare_sample`` n
 ``null``; a column the trainer did not compute is all ``null``. A ``STABLE`` file in the step folder marks the
 step complete (touched after every rank flushed).
 
+Step: ``export(progress.step, ...)`` (``train.py``) writes the trainer's ``progress.step`` both as the record's
+``step`` and as the folder name (``TokenExporter._export_dir``: ``step_{step}``; ``_write`` puts the record in the
+file of its own ``step``), so ``Trajectory.step`` is the record's ``step``; ``STEP_FOLDER`` gives the same number
+from the path, and a record whose ``step`` differs from its folder's (a renamed folder) keeps its own, noted.
+The rank files of one ``step_N`` are shards of one step.
+
 What CreditLens makes of it: one trajectory per record (id ``step_N/rank_R/K``, K = ``export_sequence_idx``).
 Prompt = the ids before the first loss token; then runs of loss tokens are ``model`` segments with
 ``log_probs`` = ``trainer_logprobs``, ``rollout_log_probs`` = ``inference_logprobs`` and ``entropy``; other runs
@@ -44,6 +50,7 @@ from engine.io.adapters.generations import mask_segments
 from engine.io.data.model import Trajectory
 from engine.io.reading.coerce import as_mask, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
+from engine.io.reading.fields import as_step
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import iter_json_records
 
@@ -201,7 +208,13 @@ def convert(rec: object, ctx: LoadContext, line: int | None) -> Trajectory:
     }
     tid = f"step_{step}/rank_{rank}/{k}"
     return Trajectory(
-        id=tid, group_id=tid, prompt=None, segments=segments, metadata=metadata, prompt_token_ids=ids[:start]
+        id=tid,
+        group_id=tid,
+        prompt=None,
+        segments=segments,
+        metadata=metadata,
+        prompt_token_ids=ids[:start],
+        step=as_step(step, "step"),
     )
 
 

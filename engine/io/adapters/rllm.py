@@ -29,6 +29,16 @@ component ``reward``. ``is_correct`` (rLLM derives it as ``reward > 0``) is meta
 ``metrics`` go to ``metadata["reward_components"]``, never into the reward. Stored ``mc_return`` values go to
 ``metadata["mc_returns"]`` for reference.
 
+Step: the ``EpisodeLogger`` record's ``training_step`` (rllm-org/rllm ``9beb6e0f``, ``rllm/utils/episode_logger.py``
+``EpisodeLogger.log_episode`` writes ``"training_step": step`` and puts the file in ``get_step_dir(step, mode,
+epoch)`` = ``{mode}_step_{step}_epoch_{epoch}``; the engines call ``log_episodes_batch(results, self.current_step,
+...)`` with the step the trainer set, ``set_training_step(trainer_state.global_step, mode="train", epoch=...)`` in
+``rllm/trainer/unified_trainer.py`` and ``set_training_step(self.global_steps, ...)`` in
+``rllm/trainer/verl/agent_workflow_trainer.py``). ``STEP_FOLDER`` reads ``train_step_<N>_epoch_<E>`` for records
+that say none (a record's own ``training_step`` wins; a disagreement is noted). ``val_step_<N>_epoch_<E>`` folders
+(validation rollouts, not a training batch) are not step folders: a load of ``episodes/`` names them as not read;
+opened on their own they load with their records' ``training_step``. ``epoch`` -> metadata.
+
 Groups: rLLM groups ``f"{episode.task_id}:{trajectory.name}"`` with ``task_id = id.split(":")[0]``
 (``rllm/trainer/algorithms/transform.py``); the same here (the default trajectory name is left out). An episode
 id without a task part groups by ``task_hash`` / ``task`` (reported once per load); records that are not
@@ -38,6 +48,7 @@ episodes group by ``task``, then the prompt.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -48,13 +59,14 @@ from engine.io.adapters.generations import attach_generations, mask_segments
 from engine.io.data.model import Trajectory
 from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id, prompt_group_id, stable_hash
+from engine.io.reading.fields import as_id, as_step, prompt_group_id, stable_hash
 from engine.io.reading.problems import RecordError
 from engine.io.text.chatml import checked_messages, render_prompt, render_response
 
 NAME = "rllm"
 DEFAULT_TRAJ_NAME = "default_traj_name"
 BATCH_SUMMARY_KEYS = frozenset({"num_episodes", "episode_files", "summary_stats"})
+STEP_FOLDER = re.compile(r"train_step_(\d+)_epoch_\d+")  # EpisodeLogger.get_step_dir, mode "train"
 
 
 def _is_messages(value: object) -> bool:
@@ -321,6 +333,7 @@ def _episode(rec: Mapping, default_id: str) -> list[Trajectory]:
     if not rec["trajectories"]:
         raise RecordError("trajectories", "empty episode: no trajectories")
     components = _numeric_metrics(rec)
+    step = as_step(rec["training_step"], "training_step") if rec.get("training_step") is not None else None
     out = []
     for j, t in enumerate(rec["trajectories"]):
         if not isinstance(t, Mapping) or not isinstance(t.get("steps"), list):
@@ -345,6 +358,7 @@ def _episode(rec: Mapping, default_id: str) -> list[Trajectory]:
         suffix = "" if len(rec["trajectories"]) == 1 else f"/{name}-{j}"
         try:
             out.append(_steps_trajectory(t, f"{ep_id}{suffix}", group, metadata))
+            out[-1].step = step
         except RecordError as err:
             raise RecordError(
                 f"trajectories[{j}].{err.field}" if err.field else f"trajectories[{j}]", err.reason

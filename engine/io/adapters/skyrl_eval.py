@@ -24,6 +24,14 @@ token ids and the loss mask are not dumped, so:
 * ``aggregated_results.jsonl`` (one record of ``eval/...`` metrics, written beside the per-dataset files) holds no
   rollout: its metrics go to the run's metadata (``skyrl_eval_metrics``).
 
+Step: the folder ``global_step_<N>_evals`` (``STEP_FOLDER``); the records hold none. NovaSky-AI/SkyRL ``a9564572``,
+``skyrl/train/evaluate.py`` ``evaluate`` / ``evaluate_step_wise``: ``data_save_dir = export_path / "dumped_evals" /
+("eval_only" if global_step is None else f"global_step_{global_step}_evals")``, called from
+``skyrl/train/trainer.py`` ``RayPPOTrainer.eval`` with ``global_step=self.global_step`` (the trainer's step when the
+evaluation ran). These are evaluation rollouts at that step, not a training batch; an ``eval_only`` dump has no
+step. ``aggregated_results.jsonl`` of a step folder is also kept per step, as run metadata
+``skyrl_eval_metrics_step_<N>`` (a load of ``dumped_evals/`` reads every step's).
+
 Step-wise dumps (``step_wise_trajectories``) write one line per step, each with its own prompt; they load as
 one trajectory per step.
 """
@@ -48,6 +56,7 @@ from engine.io.text.tokenize import encode_many, get_tokenizer
 NAME = "skyrl_eval"
 KEYS = frozenset({"input_prompt", "output_response", "score", "stop_reason", "env_class"})
 METRICS_KEY = "eval/all/avg_score"
+STEP_FOLDER = re.compile(r"global_step_(\d+)_evals")  # dumped_evals/global_step_<N>_evals/<data_source>.jsonl
 # One or more non-assistant ChatML messages, then the generation prompt of the next assistant turn if any.
 OBSERVATION = re.compile(
     r"(?:\n<\|im_start\|>(?!assistant\n)[^\n]*\n.*?<\|im_end\|>)+(?:\n<\|im_start\|>assistant\n)?", re.DOTALL
@@ -105,6 +114,8 @@ def convert(rec: object, default_id: str, ctx: LoadContext, notes: list[tuple[st
     rec = require_mapping(rec)
     if METRICS_KEY in rec and not KEYS <= set(rec):  # aggregated_results.jsonl: the run's metrics, no rollout
         ctx.run_metadata["skyrl_eval_metrics"] = dict(rec)
+        if ctx.path_step is not None:  # one entry per step: a load of dumped_evals/ keeps every step's metrics
+            ctx.run_metadata[f"skyrl_eval_metrics_step_{ctx.path_step}"] = dict(rec)
         return []
     prompt = as_str(rec.get("input_prompt"), "input_prompt")
     response = as_str(rec.get("output_response"), "output_response")

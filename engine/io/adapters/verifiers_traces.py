@@ -35,12 +35,25 @@ What CreditLens makes of it:
   ``usage.completion_tokens``; ``num_total_tokens`` = Σ over branches of the last call with usage's
   ``prompt_tokens + cached_input_tokens + completion_tokens``; a call without usage counts nothing (so no usage
   at all gives 0, as verifiers); ``num_turns`` = the number of ``sampled`` nodes.
+* Step: the folder ``step_N`` (``STEP_FOLDER``). ``FileMonitor.log_episodes(episodes, step, kind, subset)`` writes
+  to ``rollouts/step_{step}/{kind}/{subset}/traces.jsonl``; the orchestrator (``src/prime_rl/orchestrator/
+  orchestrator.py`` at ``559b4477``, ``finalize_train_batch``) calls it with ``step = self.progress.step``, the
+  step whose batch it ships to the trainer, for ``train/effective`` (the episodes trained at that step), and the
+  record itself holds no training step. The record's ``run.work.step`` (verifiers ``TrainWorkInfo.step``, stamped
+  by ``Dispatcher.emit_episode``) is the step at which the episode was *dispatched*; with prime-rl's async
+  off-policy training an episode dispatched at step s may be trained at a later step, so it is not the batch's
+  step: it is kept as ``metadata.run_work`` (with ``policy``, the policy versions that generated it), never used
+  as the step. A load of ``rollouts/`` reads ``step_N/{train,eval}/{all,effective}/traces.jsonl`` three levels
+  inside each step folder; ``all`` (every episode as it arrived, before scoring: no advantages, errored and
+  never-trained ones too, the trained ones again) and ``eval`` files are noted once per file, as they are not the
+  step's training batch.
 * Skipped with a problem: an episode without traces, and traces prime-rl does not train (``ok`` false or
   ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -56,6 +69,7 @@ from engine.io.reading.records import iter_json_records
 NAME = "verifiers_traces"
 LENGTH_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
 CONTEXT_ROLES = {"tool": "tool", "user": "user", "system": "system"}
+STEP_FOLDER = re.compile(r"step_(\d+)")  # rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl
 
 
 def sniff(rec: object) -> bool:
@@ -230,6 +244,8 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
         errors = [e.get("message") for e in ep.get("errors") or [] if isinstance(e, Mapping)]
         raise RecordError("traces", f"episode without traces (ok={ep.get('ok')}, errors: {errors}); nothing to load")
     group, ep_id = _group(ep, ctx, line), str(ep.get("id", f"{stem}:{line}"))
+    run = ep.get("run")
+    work = run.get("work") if isinstance(run, Mapping) else None
     out = []
     for t, trace in enumerate(traces):
         f = f"traces[{t}]"
@@ -241,6 +257,9 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
             ctx.problem(line, f, f"{why}: prime-rl neither trains this trace nor counts it in its group; skipped")
             continue
         out += _trace_rows(trace, f, ep_id, group, line, ctx)
+    if isinstance(work, Mapping):  # the dispatch step and policy span: not the training step (module docstring)
+        for traj in out:
+            traj.metadata["run_work"] = dict(work)
     return out
 
 
@@ -292,7 +311,25 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
     return rows
 
 
+def _subset_note(path: Path, ctx: LoadContext) -> None:
+    """A prime-rl ``step_N/{kind}/{subset}/traces.jsonl`` that is not the step's training batch (``train/effective``)
+    is said once per file."""
+    subset, kind = path.parent.name, path.parent.parent.name
+    if kind not in ("train", "eval") or subset not in ("all", "effective") or ctx.path_step is None:
+        return
+    if subset == "all":
+        ctx.note(
+            None,
+            f"prime-rl's {kind}/all subset: every episode as it arrived (logged before scoring, so without "
+            "advantages; errored, rejected and never-shipped episodes included; the trained ones are in "
+            f"{kind}/effective too): not the batch step {ctx.path_step} trained on",
+        )
+    elif kind == "eval":
+        ctx.note(None, f"prime-rl eval episodes of step {ctx.path_step}: evaluated, not trained")
+
+
 def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
+    _subset_note(Path(path), ctx)
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
         for traj in ctx.attempt(line, prefix, convert, rec, line, ctx, stem) or ():
