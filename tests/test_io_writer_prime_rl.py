@@ -255,10 +255,11 @@ def test_two_steps_of_the_same_prompts(two_steps):
     scheme = CreditConfig(profile="prime-rl", **prime_rl_algorithm("grpo"))
     assert scheme.estimator == "grpo"
     for step, truths in ((5, t5), (6, t6)):
-        # the step's file: a folder load opened at step_N does not read into train/effective, and one opened at
-        # train/effective does not look above itself for the step (engine/io/load.py, reading/steps.py)
+        # the step alone: its file, its step folder, or the folder below it (which looks above itself for the step)
         alone = load_run(root / f"step_{step}" / "train" / "effective" / "traces.jsonl")
         assert {t.step for t in alone.run.trajectories} == {step}
+        for folder in (root / f"step_{step}", root / f"step_{step}" / "train" / "effective"):
+            assert load_run(folder).run.content_hash == alone.run.content_hash
         adv = advantages_of_step(both, alone, step, scheme)
         act = alone.run.to_batch().action_mask.bool()
         for i, truth in enumerate(truths):  # and they are prime-rl's own
@@ -282,3 +283,20 @@ def test_the_all_subset_is_noted(tmp_path):
     assert all("logged_advantages" not in t.metadata for t in res.run.trajectories)
     (note,) = [p for p in res.problems if "train/all subset" in p.reason]
     assert note.scope == "run" and note.file == str(arrived) and "step 4" in note.reason
+
+
+def test_a_folder_load_reads_each_steps_training_batch_only(tmp_path):
+    """prime-rl writes train/all (every episode as it arrived, the trained ones again) and eval beside the trained
+    batch train/effective: a load of rollouts/ or of a step folder reads train/effective and names the others."""
+    prime_rl.write_step(str(tmp_path), 4, GROUPS, all_subset=True)
+    effective = tmp_path / "rollouts" / "step_4" / "train" / "effective" / "traces.jsonl"
+    eval_dir = tmp_path / "rollouts" / "step_4" / "eval" / "all"
+    eval_dir.mkdir(parents=True)
+    (eval_dir / "traces.jsonl").write_bytes(effective.read_bytes())
+    alone = load_run(effective)
+    for folder in (tmp_path / "rollouts", tmp_path / "rollouts" / "step_4"):
+        res = load_run(folder)
+        assert res.run.content_hash == alone.run.content_hash  # the trained batch, and nothing else
+        notes = sorted(p.file for p in res.problems if p.reason.startswith("not read: "))
+        assert notes == [str(eval_dir / "traces.jsonl"), str(tmp_path / "rollouts/step_4/train/all/traces.jsonl")]
+        assert all(p.scope == "run" for p in res.problems if p.file in notes)

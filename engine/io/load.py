@@ -192,7 +192,8 @@ def load_run(
     if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
         raise ValueError(f"{path}: not a regular file (a pipe or a device)")
     only = files
-    files, skipped = folder_entries(path) if path.is_dir() else ([path], [])
+    start = 1 if path.is_dir() and is_step_folder(path, STEP_FOLDERS) else 0  # a step folder opened on its own
+    files, skipped = folder_entries(path, start) if path.is_dir() else ([path], [])
     if only is not None and path.is_dir():
         wanted = {Path(f) for f in only}
         files, skipped = [f for f in files if f in wanted], []
@@ -228,6 +229,8 @@ def load_run(
             infos.append(info)
             adapter = get_adapter(info["source"])
             steps.assign(file, trajectories[kept:], adapter.step_file, adapter.step_folder, root, lines[kept:])
+        except OutsideBatch as e:
+            log.note(str(file), None, str(e))
         except NotRollouts as e:
             if not path.is_dir():
                 raise ValueError(f"{file}: {e}") from None
@@ -282,6 +285,8 @@ def _load_file(
     name = fmt or detect_format(file, ctx.max_bytes)
     adapter = get_adapter(name)
     ctx.path_step = path_step(file, adapter.step_file, adapter.step_folder, root)[0]
+    if root is not None and (why := outside_batch(file, adapter, root)):
+        raise OutsideBatch(why)
     items = adapter.read(file, ctx)
     texts = _TextCheck(ctx)
     # strict: validate each record before reading the next, so the error is the first bad record in the file
@@ -386,6 +391,28 @@ def _accept(
         lines.append(line)
         given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
     texts.check(given, tok_name)
+
+
+class OutsideBatch(ValueError):
+    """A file a step folder holds beside the step's training batch (``Adapter.step_member``): a folder load leaves
+    it out, noted."""
+
+
+def outside_batch(file: Path, adapter, root: Path) -> str | None:
+    """Why a folder load at ``root`` leaves ``file`` out: it sits in a step folder of its format but is not where that
+    folder holds the step's training batch (prime-rl's ``train/all`` and ``eval`` subsets). None to read it."""
+    if adapter.step_member is None or adapter.step_folder is None:
+        return None
+    for folder in [p for p in file.parents if p == root or root in p.parents]:
+        if adapter.step_folder.fullmatch(folder.name):
+            inside = file.relative_to(folder).as_posix()
+            if adapter.step_member.fullmatch(inside):
+                return None
+            return (
+                f"not read: {inside} is not the training batch of {folder.name} (a {adapter.name} step folder holds "
+                "it elsewhere, e.g. prime-rl's train/effective); open this file on its own to see it"
+            )
+    return None
 
 
 def _identity(traj: Trajectory, ctx: LoadContext) -> tuple[int | None, str]:

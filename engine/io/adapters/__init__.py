@@ -42,7 +42,9 @@ class Adapter:
     ``step_file`` / ``step_folder``: how the trainer names a step's file / folder (a pattern ``fullmatch``-ed on
     the name, group 1 the step: verl ``(\d+)\.jsonl``, prime-rl ``step_(\d+)``); from the adapter module's
     ``STEP_FILE`` / ``STEP_FOLDER``. A step a record states itself is read by the adapter (``Trajectory.step``);
-    these give the step of records that do not (``engine.io.reading.steps``).
+    these give the step of records that do not (``engine.io.reading.steps``). ``step_member``: where a step folder
+    holds the step's training batch (the file's path inside it, ``/``-separated; prime-rl's
+    ``train/effective/traces.jsonl``): a folder load leaves the folder's other files of this format out, noted.
     """
 
     name: str
@@ -53,11 +55,13 @@ class Adapter:
     specific: bool = False
     step_file: re.Pattern[str] | None = None
     step_folder: re.Pattern[str] | None = None
+    step_member: re.Pattern[str] | None = None
 
 
 def _steps(module: ModuleType) -> dict:
-    """A format's step naming: its module's ``STEP_FILE`` and ``STEP_FOLDER`` patterns (None where it has none)."""
-    return {"step_file": getattr(module, "STEP_FILE", None), "step_folder": getattr(module, "STEP_FOLDER", None)}
+    """A format's step naming: its module's ``STEP_FILE``, ``STEP_FOLDER`` and ``STEP_MEMBER`` patterns (None where
+    it has none)."""
+    return {name.lower(): getattr(module, name, None) for name in ("STEP_FILE", "STEP_FOLDER", "STEP_MEMBER")}
 
 
 ADAPTERS: dict[str, Adapter] = {

@@ -43,10 +43,10 @@ What CreditLens makes of it:
   by ``Dispatcher.emit_episode``) is the step at which the episode was *dispatched*; with prime-rl's async
   off-policy training an episode dispatched at step s may be trained at a later step, so it is not the batch's
   step: it is kept as ``metadata.run_work`` (with ``policy``, the policy versions that generated it), never used
-  as the step. A load of ``rollouts/`` reads ``step_N/{train,eval}/{all,effective}/traces.jsonl`` three levels
-  inside each step folder; ``all`` (every episode as it arrived, before scoring: no advantages, errored and
-  never-trained ones too, the trained ones again) and ``eval`` files are noted once per file, as they are not the
-  step's training batch.
+  as the step. A load of ``rollouts/`` (or of a ``step_N`` folder) reads each step's ``train/effective/traces.jsonl``
+  (``STEP_MEMBER``) and leaves out, noted, its ``all`` (every episode as it arrived, before scoring: no advantages,
+  errored and never-trained ones too, the trained ones again) and ``eval`` files, as they are not the step's
+  training batch; opened on their own they load, noted once per file.
 * Skipped with a problem: an episode without traces, and traces prime-rl does not train (``ok`` false or
   ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too).
 """
@@ -70,6 +70,9 @@ NAME = "verifiers_traces"
 LENGTH_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
 CONTEXT_ROLES = {"tool": "tool", "user": "user", "system": "system"}
 STEP_FOLDER = re.compile(r"step_(\d+)")  # rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl
+# The step's training batch inside its folder: a folder load of rollouts/ reads only these (train/all and eval are
+# noted and left out: they are not the batch the step trained on).
+STEP_MEMBER = re.compile(r"(?:train/effective/)?[^/]+\.jsonl")
 
 
 def sniff(rec: object) -> bool:

@@ -46,12 +46,13 @@ def path_step(
     """(step, where it was read) from ``file``'s name, else its nearest step folder.
 
     ``root``: the folder the run was opened at (the folders from it down to the file are asked, the root
-    included: opening ``step_5/`` itself gives step 5); None for a single file (its ``PARENT_LEVELS`` parents)."""
+    included: opening ``step_5/`` itself gives step 5; then ``PARENT_LEVELS`` folders above it: opening
+    ``step_5/train/effective/`` too); None for a single file (its ``PARENT_LEVELS`` parents)."""
     if (step := match_step(step_file, file.name)) is not None:
         return step, f"file name {file.name!r}"
     parents = list(file.parents)
-    if root is not None:
-        parents = parents[: parents.index(root) + 1] if root in parents else []
+    if root is not None and root in parents:  # the folders from the file up to the run folder, then above it
+        parents = parents[: parents.index(root) + 1] + list(root.parents)[:PARENT_LEVELS]
     else:
         parents = parents[:PARENT_LEVELS]
     for folder in parents:
