@@ -13,6 +13,7 @@ from dashboard.theme import STARTUP_TEXT  # imports numpy here, in the main thre
 
 PAGES = (
     ("dashboard/pages/overview.py", "Run overview", "overview", ":material/dashboard:"),
+    ("dashboard/pages/timeline.py", "Timeline", "timeline", ":material/timeline:"),
     ("dashboard/pages/tokens.py", "Token view", "tokens", ":material/text_fields:"),
     ("dashboard/pages/compare.py", "Compare schemes", "compare", ":material/compare_arrows:"),
     ("dashboard/pages/group.py", "Group view", "group", ":material/groups:"),

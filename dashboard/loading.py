@@ -48,10 +48,13 @@ def tokenizer_safe(fn, *args, **kwargs):
                 _TOKENIZERS_READY.set()
 
 
-def read_run(path: str, progress: Progress | None = None, response_length: int | None = None, size: int = 0):
+def read_run(
+    path: str, progress: Progress | None = None, response_length: int | None = None, size: int = 0, files=None
+):
     """``load_run`` with ``progress`` (reading: 0–90 %, then the content hash), its freed buffers handed back.
     ``size``: the bytes to read (a big file's load collects garbage first). ``response_length``: the trainer's
-    limit, for dumps that drop the end-of-turn token (verl's rollout JSONL)."""
+    limit, for dumps that drop the end-of-turn token (verl's rollout JSONL). ``files``: only these of the folder's
+    (one step of a run folder)."""
     from engine.io import load_run  # the loader pulls in transformers; import it only when a run is read
 
     report = progress or (lambda fraction, message: None)
@@ -64,6 +67,7 @@ def read_run(path: str, progress: Progress | None = None, response_length: int |
         progress=lambda f, msg: report(LOAD_SHARE * f, msg),
         response_length=response_length,
         tokenizer_roots=sources.allowed_roots(),  # a header's tokenizer path is read only inside these
+        files=files,
     )
     release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (README, Benchmarks)
     report(LOAD_SHARE, f"{len(loaded.run):,} trajectories read; hashing their content")

@@ -12,9 +12,11 @@ sample of whole groups that every function here accepts like a run of its own.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -294,3 +296,51 @@ def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, l
 
     key = (h.key, "variants", repr(base), field, tuple(values), table.__qualname__, tuple(labels.items()))
     return cache.budget_for(h).get(key, build, estimate=0, size=lambda df: int(df.memory_usage(deep=True).sum()))
+
+
+# ---------------------------------------------------------------------------------------------- timeline
+@dataclass(frozen=True)
+class TimelineView:
+    """A run's timeline under one scheme: its rows (one per step), the problems of the steps it read, the files
+    still being written, and how many steps were computed now (the rest came from the disk cache)."""
+
+    frame: pd.DataFrame
+    problems: tuple = ()
+    pending: tuple = ()
+    computed: int = 0
+
+
+TIMELINE_CACHE_ENV = "CREDITLENS_TIMELINE_CACHE"
+
+
+def timeline_cache_file(folder: Path, cfg: CreditConfig) -> Path:
+    """Where a folder run's timeline under ``cfg`` is kept: ``$CREDITLENS_TIMELINE_CACHE`` (default
+    ``$CREDITLENS_CACHE/timeline``) ``/<folder>-<hash of its path>/<scheme key>.parquet``; rows are reused while
+    their step files' stamps are unchanged (``engine.timeline.store``)."""
+    from engine.io.text.qwen_vocab import cache_dir
+    from engine.timeline.compute import scheme_key
+
+    root = Path(os.environ.get(TIMELINE_CACHE_ENV, "").strip() or cache_dir() / "timeline")
+    folder_key = hashlib.blake2b(str(folder.resolve()).encode(), digest_size=8).hexdigest()
+    return root / f"{folder.name}-{folder_key}" / f"{scheme_key(cfg)}.parquet"
+
+
+def folder_timeline(folder: Path, cfg: CreditConfig, progress=None) -> TimelineView:
+    """The timeline of a folder run, one step at a time, reusing the disk cache (a live run: only new steps)."""
+    from engine.timeline.store import update_timeline
+
+    tl = update_timeline(folder, {"scheme": cfg}, timeline_cache_file(folder, cfg), progress)
+    return TimelineView(pd.DataFrame(tl.rows), tuple(tl.problems), tuple(tl.index.pending), tl.computed)
+
+
+@per_run(entries=TABLE_ENTRIES)
+def _run_timeline(key: str, cfg: CreditConfig, _h: RunHandle) -> pd.DataFrame:
+    from engine.timeline.compute import step_rows
+
+    return pd.DataFrame(list(step_rows(_h.run, {"scheme": cfg})))
+
+
+def run_timeline(h: RunHandle, cfg: CreditConfig) -> TimelineView:
+    """The timeline of a loaded run (a file whose records name their steps, an upload; one row for a run of one
+    step), computed step by step in memory."""
+    return TimelineView(_run_timeline(h, cfg))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import bigrun, cache, exports, loading, schemes, services, sources, state
+from dashboard import steps as run_steps
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
 from dashboard.tables import RunInfo
@@ -126,7 +127,7 @@ def _run_picker(progress: loading.Progress) -> cache.RunHandle | None:
         return None
     ss[K.RUN] = str(ref)
     try:
-        handle = loading.open_run(ref, ss[K.UPLOADS], progress, _response_length())
+        handle = _open(ref, progress)
     except KeyError:
         st.error(state.md("No such run: {}", ref))
     except Exception as e:  # noqa: BLE001 - a broken file must not take the app down; say what went wrong
@@ -144,6 +145,63 @@ def _run_picker(progress: loading.Progress) -> cache.RunHandle | None:
             )
         return handle
     return None
+
+
+def _open(ref: RunRef, progress: loading.Progress) -> cache.RunHandle:
+    """The run ``ref``, or the chosen step of it when it holds several (a step picker is drawn): a folder of step
+    files or step folders reads only that step's files; a file whose records name several steps is read whole."""
+    ss = st.session_state
+    folder = run_steps.folder_steps(ref)
+    if folder is not None:
+        step = _step_picker(folder.steps, str(ref))
+        _follow(str(folder.index.root), run_steps.live_stamp(folder.index))
+        for file, why in folder.index.pending:
+            st.caption(state.md("{}: {}; read once it is complete.", file.name, why))
+        return run_steps.open_step(ref, folder, step, progress, _response_length())
+    handle = loading.open_run(ref, ss[K.UPLOADS], progress, _response_length())
+    if len(handle.run.steps) > 1:
+        return run_steps.narrow(handle, _step_picker(handle.run.steps, str(ref)))
+    ss[K.STEP] = None
+    return handle
+
+
+def _step_picker(options: list[int], run: str) -> int:
+    """The step picker of a run of several steps; the step chosen. A run opens at its latest step, and follows it
+    while "Follow the latest step" is on (a live run's new steps open as they arrive)."""
+    ss = st.session_state
+    if ss.get(K.STEP_RUN) != run:  # another run: its latest step (a link's own step came with its run)
+        ss[K.STEP_RUN], ss[K.STEP_FOLLOW] = run, True
+    if not ss[K.STEP_FOLLOW] and ss.get(K.STEP) not in options:
+        if ss.get(K.STEP) is not None:
+            missing = f"step {ss[K.STEP]} is not in this run; its latest step ({options[-1]}) opened"
+            ss[K.LINK_PROBLEMS] = [*ss.get(K.LINK_PROBLEMS, []), missing]
+        ss[K.STEP_FOLLOW] = True
+    if ss[K.STEP_FOLLOW]:
+        ss[K.STEP] = options[-1]
+    st.select_slider(
+        f"Training step ({len(options):,} in this run)",
+        options,
+        key=K.STEP,
+        on_change=state.step_picked,
+        help="Each step is the batch the trainer computed its advantages on: every page shows this step alone "
+        "(groups and batch statistics never cross steps). The Timeline page shows all of them.",
+    )
+    st.toggle(
+        "Follow the latest step",
+        key=K.STEP_FOLLOW,
+        help="On: the pages show the run's latest step, and a live run's new steps as they are written.",
+    )
+    return ss[K.STEP]
+
+
+@st.fragment(run_every=run_steps.FOLLOW_EVERY_S)
+def _follow(folder: str, drawn: tuple) -> None:
+    """A live run: every few seconds, look at the folder again; a step that is new (or rewritten, or finished
+    writing) since the page was drawn runs the page again, so it reaches the step picker and the timeline."""
+    from pathlib import Path
+
+    if run_steps.live_stamp(run_steps.folder_index(Path(folder))) != drawn:
+        st.rerun(scope="app")
 
 
 def _response_length() -> int | None:

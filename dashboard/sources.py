@@ -124,8 +124,12 @@ def _strip_suffix(rel: str) -> str:
 
 def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
     """Sample name → path. A run file directly in ``root`` is a sample named by its stem; a folder holding one
-    run file is a sample named by the folder (``kgqa_multiturn``); a folder holding several is one sample per
-    file (``nemo_gym/blackjack``); a subfolder holding one run file is a sample of its own (``lint_cases/kgr1``)."""
+    run file is a sample named by the folder (``kgqa_multiturn``), and so is a folder of a run's steps (step files
+    or step folders, ``search_steps``: ``engine.timeline.index.looks_like_step_run``); a folder holding several
+    other files is one sample per file (``nemo_gym/blackjack``); a subfolder holding one run file is a sample of
+    its own (``lint_cases/kgr1``)."""
+    from engine.timeline.index import looks_like_step_run
+
     if not root.is_dir():
         return {}
     out: dict[str, Path] = {}
@@ -135,6 +139,9 @@ def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
         if _is_run_file(p):
             out[_strip_suffix(p.name)] = p
         elif p.is_dir():
+            if looks_like_step_run(p):  # one run of several steps
+                out[p.name] = p
+                continue
             files = sorted(f for f in p.iterdir() if _is_run_file(f))
             if len(files) == 1:
                 out[p.name] = p  # the loader reads a folder (and names the run after it)
@@ -195,13 +202,23 @@ def resolve_allowed(path: str | Path, base: Path | None = None) -> Path:
 
 
 def list_data_files(limit: int = LISTING_LIMIT) -> list[str]:
-    """Run files under the data directory, as paths relative to it (symlinks leading out are left out)."""
+    """Run files under the data directory, as paths relative to it (symlinks leading out are left out). A folder of
+    a run's steps (step files or step folders) is one entry, the folder's path, and is not looked into."""
+    from engine.timeline.index import looks_like_step_run
+
     root = data_dir()
     if root is None:
         return []
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        runs = [d for d in dirnames if not d.startswith(".") and looks_like_step_run(Path(dirpath) / d)]
+        for d in sorted(runs):
+            try:
+                resolve_allowed(Path(dirpath) / d, root)
+            except ValueError:
+                continue
+            out.append((Path(dirpath) / d).relative_to(root).as_posix())
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in runs)
         for f in sorted(filenames):
             p = Path(dirpath) / f
             if not _is_run_file(p):

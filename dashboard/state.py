@@ -2,8 +2,9 @@
 
 Widgets are created with ``key=`` one of these names and never with ``value=``: the value lives in
 ``st.session_state`` (defaults set by ``init``), so it survives page switches and can be set from a URL.
-Query parameters: ``run`` (a sample name, ``data:<path>``), ``traj`` (trajectory id), ``scheme`` (the sidebar
-scheme as a code, see ``schemes``), ``schemes`` (the compare page's, ``~``-joined) and ``page`` (url path).
+Query parameters: ``run`` (a sample name, ``data:<path>``), ``step`` (the training step of a run of several),
+``traj`` (trajectory id), ``scheme`` (the sidebar scheme as a code, see ``schemes``), ``schemes`` (the compare
+page's, ``~``-joined), ``overlay`` (the timeline's second scheme) and ``page`` (url path).
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ class K:
     UPLOADS = "run.uploads"  # {content hash: LoadResult}, this session only
     UPLOAD_IDS = "run.upload_ids"  # {uploader file id: content hash}, so a rerun does not reload
     RESPONSE_LENGTH = "run.response_length"  # the trainer's response length limit for lossy dumps; 0 = unknown
+    STEP = "run.step"  # the training step shown, in a run of several steps (None: a run of one step)
+    STEP_FOLLOW = "run.step_follow"  # True: the step follows the run's latest (a live run's new steps open)
+    STEP_RUN = "run.step_run"  # the run the step picker was last set for (a new run opens at its latest step)
     CONTEXT = "page.context"  # widgets.Context, rewritten by app.py on every run
     TRAJ = "traj"  # trajectory id
     LANDING = "nav.landing"  # url path asked for by ?page= on the first run
@@ -80,6 +84,8 @@ class K:
     DS_MASKING = "designer.ctl.state_masking"
     # analytics
     AN_ESTIMATORS = "analytics.estimators"
+    # timeline
+    TL_OVERLAY = "timeline.overlay"  # the second scheme's code, or "" (none)
     # learn
     LEARN_NORM_STD = "learn.norm_std"
     # diagnostics
@@ -108,7 +114,10 @@ DEFAULTS: dict = {
     K.SAMPLE: DEFAULT_SAMPLE,
     K.DATA_FILE: None,
     K.RESPONSE_LENGTH: 0,
+    K.STEP: None,
+    K.STEP_FOLLOW: True,
     K.TRAJ: None,
+    K.TL_OVERLAY: "",
     K.QUANTITY: "advantage",
     K.OVERLAYS: ["info", "loss"],
     K.WINDOW: 1,
@@ -226,6 +235,22 @@ def keep_widget_state() -> None:
 # keeps them with the widget until the page runs again, and a function defined in a page keeps that page's whole
 # globals alive (the last credit result among them, 1 GiB on a 50,000-trajectory run), so a dropped result stayed
 # in memory while the sidebar computed the next scheme.
+def step_picked() -> None:
+    """The step picker was moved: the step stays where the person put it (no longer the latest)."""
+    st.session_state[K.STEP_FOLLOW] = False
+
+
+def overlay_label(code: str) -> str:
+    """The timeline's second-scheme picker: a scheme code, or "none"."""
+    return code or "none"
+
+
+def show_step(step: int) -> None:
+    """Show training step ``step`` (the timeline's "open this step"): it stays there, no longer following the latest."""
+    ss = st.session_state
+    ss[K.STEP], ss[K.STEP_FOLLOW] = step, False
+
+
 def clear_highlight() -> None:
     """Token view's "Clear highlight" button: forget the Diagnostics finding whose tokens are outlined."""
     st.session_state[K.HIGHLIGHT] = None
@@ -249,8 +274,19 @@ def apply_query_params(params: dict[str, str]) -> list[str]:
             ss[K.RUN_SOURCE], ss[K.SAMPLE], ss[K.RUN] = "Sample", ref.name, str(ref)
         else:
             ss[K.RUN_SOURCE], ss[K.DATA_FILE], ss[K.RUN] = "Data directory", ref.name, str(ref)
+    if step := params.get("step"):
+        if step.isdigit():
+            ss[K.STEP], ss[K.STEP_FOLLOW], ss[K.STEP_RUN] = int(step), False, ss.get(K.RUN, DEFAULT_SAMPLE)
+        else:
+            problems.append(f"step {step!r} is not a step number; the run's latest step opened")
     if traj := params.get("traj"):
         ss[K.TRAJ] = traj
+    if overlay := params.get("overlay"):
+        try:
+            schemes.decode(overlay)
+            ss[K.TL_OVERLAY] = overlay
+        except ValueError as e:
+            problems.append(f"timeline overlay: {e}; no second scheme is drawn")
     if code := params.get("scheme"):
         try:
             cfg = schemes.decode(code)
@@ -285,10 +321,14 @@ def write_query_params(page: str) -> None:
     params = {"page": page, "run": ss.get(K.RUN, DEFAULT_SAMPLE)}
     if ss.get(K.RUN, "").startswith("upload:"):
         params.pop("run")  # an upload cannot be linked
+    if ss.get(K.STEP) is not None:
+        params["step"] = str(ss[K.STEP])
     if ss.get(K.TRAJ) is not None:
         params["traj"] = str(ss[K.TRAJ])
     params["scheme"] = schemes.encode(sidebar_config())
     params["schemes"] = schemes.encode_many(ss.get(K.SCHEMES, []))
+    if ss.get(K.TL_OVERLAY):
+        params["overlay"] = ss[K.TL_OVERLAY]
     if {k: st.query_params.get(k) for k in params} != params or set(st.query_params) != set(params):
         st.query_params.from_dict(params)
 

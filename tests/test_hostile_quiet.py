@@ -176,7 +176,9 @@ def test_any_error_of_one_file_is_a_problem_naming_it(tmp_path, monkeypatch, err
     class HalfRead:
         def __init__(self, adapter):
             self.adapter = adapter
-            self.step_file, self.step_folder = adapter.step_file, adapter.step_folder
+
+        def __getattr__(self, name):  # the adapter's name, step naming, ...
+            return getattr(self.adapter, name)
 
         def read(self, path, ctx):
             items = self.adapter.read(path, ctx)

@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.io.adapters import get_adapter
+from engine.io.adapters import ADAPTERS, get_adapter
 from engine.io.detect import NotRollouts, detect_format
-from engine.io.load import data_files, folder_entries
+from engine.io.load import data_files, folder_entries, is_data_name
 from engine.io.reading.steps import path_step
 
 SETTLE_S = 2.0  # a data file modified this recently may still be being written
@@ -89,8 +90,36 @@ def unfinished(file: Path, now: float | None = None, settle_s: float = SETTLE_S)
     return None
 
 
-def index_steps(path: str | Path, fmt: str | None = None, settle_s: float = SETTLE_S) -> StepIndex:
-    """The step sources of ``path`` (a run folder, or one file). ``FileNotFoundError`` for a missing path."""
+def looks_like_step_run(folder: Path) -> bool:
+    """Whether ``folder`` reads as one run of several steps by its names alone (no file opened): two or more of its
+    data files named as some trainer names a step's file, or two or more step folders (``Adapter.step_file`` /
+    ``step_folder``). The dashboard lists such a folder as one run."""
+    if not folder.is_dir():
+        return False
+    files = step_dirs = 0
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return False
+    for p in entries:
+        if p.name.startswith("."):
+            continue
+        if p.is_dir():
+            step_dirs += any(a.step_folder and a.step_folder.fullmatch(p.name) for a in ADAPTERS.values())
+        elif is_data_name(p.name):
+            files += any(a.step_file and a.step_file.fullmatch(p.name) for a in ADAPTERS.values())
+    return files >= 2 or step_dirs >= 2
+
+
+def index_steps(
+    path: str | Path,
+    fmt: str | None = None,
+    settle_s: float = SETTLE_S,
+    detect: Callable[[Path], str] | None = None,
+) -> StepIndex:
+    """The step sources of ``path`` (a run folder, or one file). ``detect(file)``: the format of a file (default
+    ``detect_format``; the dashboard passes one cached by the file's stamp). ``FileNotFoundError`` for a missing
+    path."""
     root = Path(path)
     if not root.exists():
         raise FileNotFoundError(f"no such file or directory: {root}")
@@ -105,7 +134,7 @@ def index_steps(path: str | Path, fmt: str | None = None, settle_s: float = SETT
             index.pending.append((file, why))
             continue
         try:
-            adapter = get_adapter(fmt or detect_format(file))
+            adapter = get_adapter(fmt or (detect or detect_format)(file))
         except (NotRollouts, ValueError, OSError) as e:
             index.unreadable.append((file, str(e)))
             continue
