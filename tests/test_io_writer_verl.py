@@ -474,3 +474,14 @@ def test_batch_exports_take_their_step_from_the_file_name(tmp_path, tok):
     res = load_run(tmp_path / "creditlens")
     assert [t.step for t in res.run.trajectories] == [5] * 6 + [6] * 6
     assert [(Path(p.file).name, p.field) for p in res.problems] == [("batch.pt", "step")]
+
+
+def test_a_line_that_lost_its_step_in_a_file_not_named_by_step_is_named(tmp_path, tok):
+    written = writer.write_ray_trainer_dump(tok, multiturn_rows(tok, "head")[4:], tmp_path / "dump", step=4)
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    del lines[1]["step"]
+    path = write_jsonl(tmp_path / "renamed.jsonl", lines)
+    res = load_run(path, response_length=R)
+    assert [(t.id, t.step) for t in res.run.trajectories] == [("renamed:1", 4)]
+    assert [(p.line, p.field, p.scope) for p in res.problems] == [(2, "step", "record")]
+    assert res.problems[0].reason.startswith("no step, while other lines of this file have one")

@@ -27,6 +27,8 @@ tensors with ``skip_special_tokens=True``, so the dump is lossy, and this reader
   f"{global_steps}.jsonl")`` with ``"step": [global_steps] * n``; volcengine/verl ``b178a3c``'s
   ``_dump_generations`` the same with ``self.global_steps``. ``STEP_FILE`` (``<N>.jsonl``) gives the step to a line
   without one; verl writes no step folder (``rollout_data_dir`` / ``validation_data_dir`` hold the files directly).
+  In a file not named ``<N>.jsonl``, a line without a step among lines with one is a problem at that line and
+  skipped (no step can be given to it; ``load_run`` would skip it too, naming only the file).
   A validation dump (``validation_data_dir``) is named the same way: step 0 before training
   (``val_before_train``), else the step it followed.
 * Groups: the legacy dump has no uid, so rollouts of the same input text form a group (two dataset rows with
@@ -59,6 +61,10 @@ CORE = frozenset({"input", "output", "gts", "step", "score", "uid", "id"})
 CHAT_BLOCK = re.compile(r"(\n?)user(\n.*?)\nassistant\n", re.DOTALL)
 V1_KEY = re.compile(r"\A(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)\Z", re.DOTALL)
 STEP_FILE = re.compile(r"(\d+)\.jsonl")  # f"{global_steps}.jsonl" (_write_generations / _dump_generations)
+STEPLESS = (
+    "no step, while other lines of this file have one and its name (not <step>.jsonl) gives none: verl writes the "
+    "step on every line (_write_generations), so this line's step is lost; record skipped"
+)
 
 
 def sniff(rec: object) -> bool:
@@ -137,6 +143,11 @@ def _read_rows(path: Path, ctx: LoadContext) -> list[_Row]:
         row = ctx.attempt(line, prefix, _parse, rec, line, prefix, default_id)
         if row is not None:
             rows.append(row)
+    if ctx.path_step is None and any(r.step is not None for r in rows):
+        for r in rows:
+            if r.step is None:  # verl writes the step on every line: this one lost it, and nothing else says it
+                ctx.problem(r.line, f"{r.prefix}step", STEPLESS)
+        rows = [r for r in rows if r.step is not None]
     return rows
 
 
