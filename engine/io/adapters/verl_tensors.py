@@ -30,8 +30,8 @@ Steps: verl writes none into a batch. ``RayPPOTrainer.fit`` (``verl/trainer/ppo/
 rollout's output that is ``union``-ed into the training batch carries its own ``meta_info`` (``timing``,
 ``reward_extra_keys``: ``AgentLoopWorker._postprocess`` / ``AgentLoopManager.generate_sequences``), so the batch
 after ``compute_advantage`` has no step; its ``min_global_steps`` / ``max_global_steps`` columns are the weight
-versions that generated each row (fully async), not the step that trains on it. The step is the file's name, as
-docs/FORMAT.md ("verl batches") has the trainer write it: ``export_verl_batch(batch,
+versions that generated each row (set by the rollout server), not the step that trains on it. The step is the
+file's name, as docs/FORMAT.md ("verl batches") has the trainer write it: ``export_verl_batch(batch,
 f"creditlens/{self.global_steps}.pt")`` (``STEP_FILE``: ``<N>.pt``). A file named otherwise has no step.
 """
 
