@@ -40,6 +40,7 @@ from test_io_support import write_jsonl
 from engine.io import load_run, save_run
 from engine.io.adapters.rllm import DEFAULT_TRAJ_NAME
 from engine.io.detect import detect_format
+from engine.io.reading.fields import as_step
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import parse_json
 from engine.io.store.native import is_header
@@ -580,9 +581,30 @@ def check_batches(run) -> None:
         assert batch.batch_size == len(run)
 
 
+STEP_READERS = ("native", "verl_rollout")  # formats whose records may state their training step (``step``)
+
+
+def expected_keys(fmt: str, rec: object, default: str, stem: str) -> list[tuple[int | None, str]] | None:
+    """``expected_ids`` with the step each loads under: ids are unique within a step, and the same id in two
+    steps is two trajectories (``load_run`` de-duplicates by (step, id)). No path here names a step."""
+    ids = expected_ids(fmt, rec, default, stem)
+    try:  # as the loader reads it
+        rec = parse_json(json.dumps(rec).encode())
+    except (RecordError, ValueError):
+        pass
+    step = None
+    if fmt in STEP_READERS and isinstance(rec, dict) and rec.get("step") is not None:
+        try:
+            step = as_step(rec["step"], "step")
+        except RecordError:  # the record is refused for it
+            pass
+    return None if ids is None else [(step, i) for i in ids]
+
+
 def check_accounting(res, fmt: str, where: dict[object, Entry], locate, stem: str, default_id) -> None:
     """Every record is loaded or named by exactly one problem at its own location; valid ones load."""
-    loaded = [t.id for t in res.run.trajectories]
+    loaded_ids = [t.id for t in res.run.trajectories]
+    loaded = [(t.step, t.id) for t in res.run.trajectories]
     assert len(loaded) == len(set(loaded))
     unforeseen = [str(p) for p in res.problems if p.reason.startswith("malformed record")]
     assert not unforeseen, f"a check is missing; only the readers' safety net caught: {unforeseen}"
@@ -590,20 +612,20 @@ def check_accounting(res, fmt: str, where: dict[object, Entry], locate, stem: st
     kept = [p for p in res.problems if KEPT_NOTE in p.reason]
     assert all(locate(p) in where for p in kept), "a note about a kept record names no record"
     record_problems = [p for p in res.problems if MISSING_FIELD not in p.reason and p not in header and p not in kept]
-    assert all(p.field.rsplit(".", 1)[0] in loaded for p in res.problems if MISSING_FIELD in p.reason)
+    assert all(p.field.rsplit(".", 1)[0] in loaded_ids for p in res.problems if MISSING_FIELD in p.reason)
     unknown = [str(p) for p in record_problems if locate(p) not in where]
     assert not unknown, f"problems at no record: {unknown}"
     claims = Counter(
         i
         for key, e in where.items()
         if e.value is not NO_VALUE
-        for i in (expected_ids(fmt, e.value, default_id(key), stem) or [])
+        for i in (expected_keys(fmt, e.value, default_id(key), stem) or [])
     )
     total = 0
     for key, e in where.items():
         if e.header:
             continue
-        ids = expected_ids(fmt, e.value, default_id(key), stem) if e.value is not NO_VALUE else None
+        ids = expected_keys(fmt, e.value, default_id(key), stem) if e.value is not NO_VALUE else None
         named = [p for p in record_problems if locate(p) == key]
         if named:  # rejected whole, or (an episode) the trajectories named by trajectories[j] rejected
             parts = [re.search(r"(?:^|\.)trajectories\[(\d+)\]\.", p.field or "") for p in named]

@@ -153,8 +153,8 @@ def test_verl_rollout_dump(tmp_path, tok):
     assert t0.segments[1].text == "\n\n<information>Doc: Bob</information>\n\n"
     assert t0.global_rewards == {"score": 1.0} and t1.global_rewards == {"score": 0.0}  # verl trains on `score`
     assert t0.metadata["reward_components"] == {"acc": 1.0} and t1.metadata["reward_components"] == {"acc": 0.0}
+    assert t0.step == 3 and t1.step == 3  # the line's step is the trajectory's, not metadata
     assert t0.metadata == {
-        "step": 3,
         "ground_truth": "Bob",
         "synthesized": ["end_of_turn_token"],
         "reward_components": {"acc": 1.0},

@@ -149,3 +149,41 @@ def test_generation_dump_is_refused(tmp_path, tok, batches):
     res = load_run(tmp_path / "val")
     assert [str(p) for p in res.problems][0] == f"{dump}: {DUMP_REFUSAL}; file skipped"  # the file named once
     assert len(res.run.trajectories) == 6
+
+
+# ------------------------------------------------------------------------------------------------ training steps
+def test_evaluator_results_state_no_step(tmp_path, tok, batches):
+    """``_save_batch_details`` writes no step and names the file after the dataset: one unnumbered step."""
+    path = writer.write_eval_results(tok, tmp_path, batches)
+    assert all("step" not in json.loads(line) for line in path.read_text().splitlines())
+    run = load_run(path).run
+    assert [t.step for t in run.trajectories] == [None] * 6
+    assert run.to_batch().steps is None
+
+
+def test_generation_dumps_of_two_steps_are_refused_not_read_as_verl(tmp_path, tok, batches):
+    """``_dump_generations`` names each step's file ``{global_steps}.jsonl`` and writes ``step`` on each line, as
+    verl does; the same prompts a step later are still KG-R1's dump, refused, never read as a verl rollout dump
+    (whose reader now takes the step from the same name and field)."""
+    outcomes = [(1, 1), (0, 0), (1, 1), (0, 0)]
+    five = writer.write_generation_dump(tok, tmp_path / "rollout", batches[0], outcomes, step=5)
+    six = writer.write_generation_dump(tok, tmp_path / "rollout", batches[0], outcomes[::-1], step=6)
+    assert [five.name, six.name] == ["5.jsonl", "6.jsonl"]
+    assert [json.loads(line)["step"] for line in six.read_text().splitlines()] == [6] * 4
+    assert detect_format(six) == "kgr1_rollout_dump"
+    with pytest.raises(ValueError, match="KG-R1 generation dump"):
+        load_run(tmp_path / "rollout", strict=True)
+    res = load_run(tmp_path / "rollout")
+    assert len(res.run) == 0
+    assert [str(p) for p in res.problems] == [f"{f}: {DUMP_REFUSAL}; file skipped" for f in (five, six)]
+
+
+def test_tagged_transcripts_have_no_step_even_in_a_step_named_file(tmp_path):
+    """No trainer writes ``tagged_text`` (Search-R1 a14dc3a writes no rollout file): neither a ``step`` key nor a
+    ``<N>.jsonl`` name is taken as a training step."""
+    rec = {"prompt": "Who wrote Dracula?", "response": "<search>Dracula</search><information>Stoker</information>"}
+    path = tmp_path / "5.jsonl"
+    path.write_text(json.dumps(rec | {"reward": 1.0, "step": 5}) + "\n" + json.dumps(rec | {"reward": 0.0}) + "\n")
+    assert detect_format(path) == "tagged_text"
+    run = load_run(path).run
+    assert [t.step for t in run.trajectories] == [None, None]

@@ -3,6 +3,8 @@ action masks, groups, rewards and truncation flags, or say precisely what they c
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -339,3 +341,147 @@ def test_trainer_and_rollout_log_probs_and_entropy_are_kept_apart(tmp_path, tok)
     act = b.action_mask.bool()
     assert (b.old_log_probs - b.rollout_log_probs)[act].unique().tolist() == [0.5]
     assert b.entropy[b.attention_mask.bool()].unique().tolist() == [0.699999988079071]
+
+
+# ------------------------------------------------------------------------------------------------ training steps
+# verl names a step's rollout dump after the step and writes the step on every line (``_write_generations``,
+# verl/trainer/ppo/ray_trainer.py at 1dda039: f"{global_steps}.jsonl", "step": [global_steps] * n); a batch
+# dump holds no step and is named by docs/FORMAT.md's export, f"{self.global_steps}.pt".
+
+
+def next_epoch_rows(tok) -> list[writer.Row]:
+    """The same two prompts a step later (the next epoch), other answers and scores."""
+    rows = [
+        writer.agent_loop_row(tok, "What is 6*7?", [Turn(f"It is {a}.")], R, "head", s)
+        for a, s in (("42", 1.0), ("41", 0.0), ("43", 0.0), ("40", 0.0))
+    ]
+    rows += [writer.agent_loop_row(tok, "Name a prime.", [Turn(a)], R, "head", s) for a, s in (("7", 1.0), ("4", 0.0))]
+    return rows
+
+
+def row_advantages(out, batch, rows: list[int]) -> list[torch.Tensor]:
+    """Each row's advantages over its own tokens (the batch's padding width is the widest row's)."""
+    return [out.advantages[i][batch.attention_mask[i].bool()] for i in rows]
+
+
+def test_rollout_dump_lines_carry_their_step(tmp_path, tok):
+    rows = multiturn_rows(tok, "head")
+    path = writer.write_ray_trainer_dump(tok, rows, tmp_path, step=5)
+    assert path.name == "5.jsonl"
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [5] * 6
+    run = load_run(path, response_length=R).run
+    assert [t.step for t in run.trajectories] == [5] * 6
+    assert all("step" not in t.metadata for t in run.trajectories)  # the step is Trajectory.step, not metadata
+    assert run.to_batch().steps.tolist() == [5] * 6
+    # the validation dump before training is step 0, a step like any other
+    zero = writer.write_ray_trainer_dump(tok, rows[4:], tmp_path / "val", step=0)
+    assert [t.step for t in load_run(zero, response_length=R).run.trajectories] == [0, 0]
+    # the v1 trainer writes the same name and field
+    v1, _ = v1_dump(tok, tmp_path / "v1", {"u": [1, 0]})
+    assert v1.name == "3.jsonl" and [t.step for t in load_run(v1, response_length=R).run.trajectories] == [3, 3]
+
+
+def test_rollout_dir_of_two_steps_keeps_each_step_apart(tmp_path, tok):
+    dump = tmp_path / "rollout_data"
+    five = writer.write_ray_trainer_dump(tok, multiturn_rows(tok, "head"), dump, step=5)
+    writer.write_ray_trainer_dump(tok, next_epoch_rows(tok), dump, step=6)
+    res = load_run(dump, response_length=R)
+    assert res.problems == []
+    run = res.run
+    assert [t.step for t in run.trajectories] == [5] * 6 + [6] * 6
+    assert len({t.id for t in run.trajectories}) == 12
+    # the same two prompts in both steps: four groups, not two, each the size of its step's group
+    assert len({t.group_id for t in run.trajectories}) == 2
+    assert len({(t.step, t.group_id) for t in run.trajectories}) == 4
+    sizes = Counter((t.step, t.group_id) for t in run.trajectories)
+    assert sorted(sizes.values()) == [2, 2, 4, 4]
+    batch = run.to_batch()
+    assert batch.group_ids.tolist() == [0] * 4 + [1] * 2 + [2] * 4 + [3] * 2
+    cfg = CreditConfig(profile="verl", estimator="grpo")
+    both = compute_credit(batch, cfg)
+    alone_batch = load_run(five, response_length=R).run.to_batch()
+    alone = compute_credit(alone_batch, cfg)
+    got, want = row_advantages(both, batch, range(6)), row_advantages(alone, alone_batch, range(6))
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    # the same rows without their steps: each prompt's two groups merge, and every step-5 advantage changes
+    for t in run.trajectories:
+        t.step = None
+    unstepped = run.to_batch()
+    assert unstepped.group_ids.tolist() == [0] * 4 + [1] * 2 + [0] * 4 + [1] * 2
+    merged = row_advantages(compute_credit(unstepped, cfg), unstepped, range(6))
+    assert not any(torch.equal(m, w) for m, w in zip(merged, want, strict=True))
+
+
+def test_a_record_whose_step_disagrees_with_its_file_name_keeps_its_own(tmp_path, tok):
+    written = writer.write_ray_trainer_dump(tok, multiturn_rows(tok, "head")[4:], tmp_path / "a", step=6)
+    copied = tmp_path / "rollout_data" / "7.jsonl"  # step 6's dump copied under another step's name
+    copied.parent.mkdir()
+    copied.write_text(written.read_text())
+    res = load_run(copied, response_length=R)
+    assert [t.step for t in res.run.trajectories] == [6, 6]
+    notes = [p for p in res.problems if p.field == "step"]
+    assert [(p.file, p.line, p.scope) for p in notes] == [(str(copied), 1, "run")]
+    assert "records say step 6 but the file name '7.jsonl' says step 7" in notes[0].reason
+    # a line without a step takes its file's
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    del lines[0]["step"]
+    bare = write_jsonl(tmp_path / "rollout_data" / "9.jsonl", lines)
+    assert [t.step for t in load_run(bare, response_length=R).run.trajectories] == [9, 6]
+
+
+def test_a_bad_step_is_a_problem_naming_the_field(tmp_path, tok):
+    written = writer.write_ray_trainer_dump(tok, multiturn_rows(tok, "head")[4:], tmp_path, step=2)
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    lines[1]["step"] = "two"
+    path = write_jsonl(tmp_path / "2.jsonl", lines)
+    res = load_run(path, response_length=R)
+    assert [t.step for t in res.run.trajectories] == [2]
+    assert [(p.line, p.field) for p in res.problems] == [(2, "step")]
+    assert "expected a training step" in res.problems[0].reason
+
+
+def test_batch_exports_take_their_step_from_the_file_name(tmp_path, tok):
+    rows, proto = step_batch(tok)
+    assert "global_steps" not in proto.meta_info  # verl's training batch holds no step
+    five = writer.export_step(proto, tmp_path / "creditlens", 5)
+    assert five.name == "5.pt"
+    assert [t.step for t in load_run(five).run.trajectories] == [5] * 6
+    # the next step: the same prompts, verl's fresh uuid4 uids, other scores
+    later = next_epoch_rows(tok)
+    proto6 = writer.agent_loop_batch(later, ["uid-c"] * 4 + ["uid-d"] * 2, P, R)
+    writer.export_step(proto6, tmp_path / "creditlens", 6)
+    res = load_run(tmp_path / "creditlens")
+    assert res.problems == []
+    run = res.run
+    assert [t.step for t in run.trajectories] == [5] * 6 + [6] * 6
+    assert [t.id for t in run.trajectories][:1] + [t.id for t in run.trajectories][6:7] == ["5/row-0", "6/row-0"]
+    sizes = Counter((t.step, t.group_id) for t in run.trajectories)
+    assert sorted(sizes.values()) == [2, 2, 4, 4]
+    cfg = CreditConfig(profile="verl", estimator="grpo")
+    batch = run.to_batch()
+    both = compute_credit(batch, cfg)
+    alone_batch = load_run(five).run.to_batch()
+    alone = compute_credit(alone_batch, cfg)
+    got, want = row_advantages(both, batch, range(6)), row_advantages(alone, alone_batch, range(6))
+    assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+    for i, traj in enumerate(run.trajectories):  # and each step's equals verl's own, logged in its file
+        keep = batch.attention_mask[i].bool()
+        assert both.advantages[i][keep].tolist() == pytest.approx(traj.metadata["logged_advantages"], abs=1e-5)
+    # a batch file named otherwise states no step: alone it is one unnumbered step, beside step files it is skipped
+    other = writer.export_step(proto, tmp_path / "misc", 0).rename(tmp_path / "misc" / "batch.pt")
+    assert [t.step for t in load_run(other).run.trajectories] == [None] * 6
+    (tmp_path / "creditlens" / "batch.pt").write_bytes(other.read_bytes())
+    res = load_run(tmp_path / "creditlens")
+    assert [t.step for t in res.run.trajectories] == [5] * 6 + [6] * 6
+    assert [(Path(p.file).name, p.field) for p in res.problems] == [("batch.pt", "step")]
+
+
+def test_a_line_that_lost_its_step_in_a_file_not_named_by_step_is_named(tmp_path, tok):
+    written = writer.write_ray_trainer_dump(tok, multiturn_rows(tok, "head")[4:], tmp_path / "dump", step=4)
+    lines = [json.loads(line) for line in written.read_text().splitlines()]
+    del lines[1]["step"]
+    path = write_jsonl(tmp_path / "renamed.jsonl", lines)
+    res = load_run(path, response_length=R)
+    assert [(t.id, t.step) for t in res.run.trajectories] == [("renamed:1", 4)]
+    assert [(p.line, p.field, p.scope) for p in res.problems] == [(2, "step", "record")]
+    assert res.problems[0].reason.startswith("no step, while other lines of this file have one")

@@ -34,9 +34,13 @@ sort_keys=True)`` of ``_aggregate_metrics``: per k ``{exact_match,retrieval_qual
 Trainer dump (``verl/trainer/ppo/ray_trainer_kg.py``), mimicked by ``write_generation_dump``:
 
 * ``_validate`` collects ``reward_extra_infos_dict["reward"]`` (= the scores, ``total_score`` per sample) and the
-  reward manager's ``reward_extra_info``; ``_dump_generations`` writes ``{dump_path}/{global_steps}.jsonl`` with
-  ``input`` (prompt only, decoded without special tokens), ``output``, ``score``, ``step`` and every extra list
-  of length n.
+  reward manager's ``reward_extra_info``; ``_dump_generations`` (lines 959-981) writes
+  ``os.path.join(dump_path, f"{self.global_steps}.jsonl")`` with ``input`` (prompt only, decoded without special
+  tokens), ``output``, ``score``, ``"step": [self.global_steps] * n`` and every extra list of length n.
+  ``validation_data_dir`` gets it from ``_validate`` (lines 1224-1231), ``rollout_data_dir`` from ``fit`` (lines
+  2026-2037, the step's batch with its ``reward_extra_infos_dict``); ``fit`` starts at ``global_steps = 0``
+  (validation before training) and counts training steps from 1 (lines 1653, 1672, 2075).
+* The evaluator writes no step: ``_save_batch_details`` records have none and the file is named after the dataset.
 * ``KGFormatMultiTurnRewardManager._compute_wandb_metrics`` (``verl/workers/reward_manager/kg_format_multiturn.py``):
   per sample ``exact_match`` / ``retrieval_quality`` (the ``_raw_`` values), ``exact_match_binary, f1, precision,
   recall`` (0 without answer metrics), ``turn_kg_query_validity`` and ``turn_format_score`` (means over turns),

@@ -17,15 +17,21 @@ References (verl-project/verl at ``1dda039b9c6311889a9c9a26040677e1254814f9``; t
     without the inserted ``\\n``; ``_handle_interacting_state`` appends an interaction's user message the same way.
   - ``run``: ``response_ids[: self.response_length]``, ``response_mask[: self.response_length]`` (a cut row).
 * ``RayPPOTrainer._log_rollout_data`` + ``_write_generations`` (``verl/trainer/ppo/ray_trainer.py``): one
-  ``{global_steps}.jsonl`` per step; ``input``/``output`` are ``tokenizer.batch_decode(prompts|responses,
-  skip_special_tokens=True)`` of the padded tensors (so every ``<|im_start|>``/``<|im_end|>`` and the padding
-  vanish), ``score`` = ``token_level_scores.sum(-1)``, ``gts`` = ``reward_model.ground_truth``, ``step``, then
-  every ``reward_extra_infos_dict`` entry of length n (``request_id`` from the batch if present); one
-  ``json.dumps(entry, ensure_ascii=False)`` line per row, in batch order (no uid).
+  ``{global_steps}.jsonl`` per step (``_write_generations``, lines 454-477 at ``1dda039``: ``filename =
+  os.path.join(dump_path, f"{global_steps}.jsonl")``, ``"step": [global_steps] * n``, with ``global_steps =
+  self.global_steps`` taken by ``_dump_generations`` when it is called; ``_dump_generations`` lines 396-422 at
+  ``b178a3c``, the same with ``self.global_steps``). ``fit`` counts steps from 1 (``self.global_steps += 1`` before
+  the loop) and dumps step N's rollouts before it increments; ``_validate`` dumps to ``validation_data_dir`` under
+  the same name (step 0 for ``val_before_train``); ``input``/``output`` are
+  ``tokenizer.batch_decode(prompts|responses, skip_special_tokens=True)`` of the padded tensors (so every
+  ``<|im_start|>``/``<|im_end|>`` and the padding vanish), ``score`` = ``token_level_scores.sum(-1)``, ``gts`` =
+  ``reward_model.ground_truth``, ``step``, then every ``reward_extra_infos_dict`` entry of length n (``request_id``
+  from the batch if present); one ``json.dumps(entry, ensure_ascii=False)`` line per row, in batch order (no uid).
 * The v1 trainer, ``verl/trainer/ppo/v1/trainer_base.py::_log_rollout_data``: the same line format, ``score`` =
   ``rm_scores.sum(dim=1)``, rows sorted by the TransferQueue key ``{uid}_{session_id}_{index}``
   (``verl/trainer/ppo/v1/agent_loop_tq.py::_agent_loop_postprocess``: session = rollout index in ``[0, n)``,
-  index = the agent loop's output number), and the key written as ``uid``.
+  index = the agent loop's output number), and the key written as ``uid``; its ``_write_generations`` (lines
+  1137-1170 at ``1dda039``) names the file ``{global_steps}.jsonl`` and writes ``step`` as the legacy trainer does.
 
 Qwen2.5's chat template renders tool results as ``<|im_start|>user`` + ``\\n<tool_response>\\n{content}
 \\n</tool_response>`` per result + ``<|im_end|>\\n`` and a user message as ``<|im_start|>user\\n{content}
@@ -161,6 +167,12 @@ def _write(dump_dir: Path, step: int, base: dict, n: int) -> Path:
 #   ``responses`` / ``response_mask`` [B, T] right-padded, ``attention_mask`` [B, P+T], ``input_ids``,
 #   ``position_ids``, ``rollout_log_probs`` [B, T] (float32), ``rm_scores`` [B, T] (float32, the reward on the last
 #   response token); ``non_tensor_batch["__num_turns__"]`` (int32).
+# * Steps: none in the batch. ``fit`` sets ``gen_batch.meta_info["global_steps"]`` (line 1489 at 1dda039, 1382 at
+#   b178a3c), but ``generate_sequences`` returns its own ``meta_info`` (``{"timing", **outputs[0].meta_info}``,
+#   ``_postprocess``: ``metrics`` / ``reward_extra_keys``), so after ``batch.union(gen_batch_output)`` the training
+#   batch's ``meta_info`` holds ``temperature`` (and ``global_token_num``, ``images_seqlens``), no step. The step is
+#   the file name of docs/FORMAT.md's export, ``export_verl_batch(batch, f"creditlens/{self.global_steps}.pt")``
+#   (``export_step`` below).
 # * ``RayPPOTrainer.fit`` (``verl/trainer/ppo/ray_trainer.py``): ``uid`` = ``np.array([str(uuid4()) …],
 #   dtype=object)`` repeated ``rollout.n`` times, reward extras added to ``non_tensor_batch`` as numpy arrays,
 #   ``token_level_scores`` = the reward tensor, ``old_log_probs`` from the actor, ``token_level_rewards``,
@@ -228,7 +240,8 @@ def agent_loop_batch(rows: list[Row], uids: list[str], prompt_length: int, respo
         "data_source": np.array(["calc"] * B, dtype=object),
         **{k: np.array(v) for k, v in (extras or {}).items()},
     }
-    return DataProtoLike(batch, non_tensor, {"global_steps": 5, "temperature": 1.0})
+    meta = {"temperature": 1.0, "global_token_num": attention_mask.sum(-1).tolist()}  # no step (see above)
+    return DataProtoLike(batch, non_tensor, meta)
 
 
 def _with_fake_module(name: str, cls_name: str, fn):
@@ -289,4 +302,15 @@ def savez_batch(proto: DataProtoLike, path: Path) -> Path:
 
     arrays = {k: v.float().numpy() if v.is_floating_point() else v.numpy() for k, v in proto.batch.items()}
     np.savez(path, **arrays, **proto.non_tensor_batch)
+    return path
+
+
+def export_step(proto: DataProtoLike, dump_dir: Path, step: int) -> Path:
+    """docs/FORMAT.md's "verl batches" recipe in ``RayPPOTrainer.fit`` after ``compute_advantage``:
+    ``export_verl_batch(batch, f"creditlens/{self.global_steps}.pt")``."""
+    from engine.io import export_verl_batch
+
+    dump_dir.mkdir(parents=True, exist_ok=True)
+    path = dump_dir / f"{step}.pt"
+    export_verl_batch(proto, path)
     return path

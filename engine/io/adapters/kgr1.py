@@ -31,6 +31,14 @@ summary, skipped by a folder load (``passatk_summary``).
 ``verl/trainer/ppo/ray_trainer_kg.py``) is refused: besides ``input``/``output``/``score`` it holds only the reward
 manager's per-sample aggregates (``KGFormatMultiTurnRewardManager._compute_wandb_metrics``), not the per-turn rewards
 and turn boundaries KG-R1 trains on.
+
+Steps: neither file gives one this module reads, so it sets no ``STEP_FILE``. The evaluator writes none: its records
+(``_save_batch_details``, ``ray_evaluator_kg.py`` lines 539-599) hold no step and the file is named after the dataset
+(``os.path.join(output_dir, f'{dataset_name}_detailed_results.jsonl')``, lines 196-203); ``main_eval`` sets
+``evaluator.global_steps = 0`` (``verl/trainer/main_eval.py`` line 245) and evaluates one checkpoint. The trainer dump
+does say its step, as verl does (``_dump_generations``, ``ray_trainer_kg.py`` lines 959-981: ``os.path.join(dump_path,
+f"{self.global_steps}.jsonl")`` and ``"step": [self.global_steps] * n``), but it is refused whole; a ``<N>.jsonl``
+pattern here would apply to ``kgr1_eval`` too (both adapters take this module's naming), which KG-R1 never names so.
 """
 
 from __future__ import annotations

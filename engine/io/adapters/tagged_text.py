@@ -12,6 +12,12 @@ Record (JSONL or a JSON array)::
 
 ``<information>...</information>`` blocks are tool segments, the rest model segments (``engine.io.text.tags``).
 With structured rewards a scalar ``reward``/``score``/``total_score`` is kept in metadata, not double counted.
+
+Steps: none. No trainer writes this format: Search-R1 (PeterGriffinJin/Search-R1 ``a14dc3a``) writes no rollout
+file (``verl/trainer/ppo/ray_trainer.py`` has no ``_dump_generations``; its ``global_steps`` only reaches the
+logger, stdout and ``global_step_{N}`` checkpoint folders), and KG-R1's ``structured_rewards`` reach a file only
+through an export the user writes (``adapters.kgr1``). So no record field and no file or folder name is read as a
+step: such a file is one unnumbered step, and beside files that have steps it is skipped with a problem.
 """
 
 from __future__ import annotations

@@ -21,6 +21,16 @@ tensors with ``skip_special_tokens=True``, so the dump is lossy, and this reader
 * Rewards: ``score`` (``token_level_scores.sum(-1)``, what verl trains on) is the global reward ``score``; every
   other numeric column (``acc``, …) goes to ``metadata.reward_components`` and every other field to
   ``metadata.extra``: shown, never summed into the reward.
+* Steps: every line's ``step`` is the trainer's ``global_steps`` (``Trajectory.step``, checked with ``as_step``), and
+  the file is named after it: ``_write_generations`` (``verl/trainer/ppo/ray_trainer.py`` at verl-project/verl
+  ``1dda039``, and ``verl/trainer/ppo/v1/trainer_base.py``) writes ``os.path.join(dump_path,
+  f"{global_steps}.jsonl")`` with ``"step": [global_steps] * n``; volcengine/verl ``b178a3c``'s
+  ``_dump_generations`` the same with ``self.global_steps``. ``STEP_FILE`` (``<N>.jsonl``) gives the step to a line
+  without one; verl writes no step folder (``rollout_data_dir`` / ``validation_data_dir`` hold the files directly).
+  In a file not named ``<N>.jsonl``, a line without a step among lines with one is a problem at that line and
+  skipped (no step can be given to it; ``load_run`` would skip it too, naming only the file).
+  A validation dump (``validation_data_dir``) is named the same way: step 0 before training
+  (``val_before_train``), else the step it followed.
 * Groups: the legacy dump has no uid, so rollouts of the same input text form a group (two dataset rows with
   the same prompt text would share one). The v1 dump's ``uid`` is the TransferQueue key
   ``{uid}_{session}_{index}``, unique per row: the prompt uid is recovered from it (reported), and the rows of
@@ -39,7 +49,7 @@ from engine.io.adapters.common import require_mapping
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.coerce import as_float, as_str, is_number
 from engine.io.reading.context import LoadContext
-from engine.io.reading.fields import as_id, mark_synthesized, prompt_group_id
+from engine.io.reading.fields import as_id, as_step, mark_synthesized, prompt_group_id
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import iter_json_records, record_id
 from engine.io.text.tags import INFORMATION_BLOCK, split_tagged
@@ -50,6 +60,11 @@ CORE = frozenset({"input", "output", "gts", "step", "score", "uid", "id"})
 # A ChatML turn of the environment as skip_special_tokens leaves it: [\n]user\n<body>\nassistant\n.
 CHAT_BLOCK = re.compile(r"(\n?)user(\n.*?)\nassistant\n", re.DOTALL)
 V1_KEY = re.compile(r"\A(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)\Z", re.DOTALL)
+STEP_FILE = re.compile(r"(\d+)\.jsonl")  # f"{global_steps}.jsonl" (_write_generations / _dump_generations)
+STEPLESS = (
+    "no step, while other lines of this file have one and its name (not <step>.jsonl) gives none: verl writes the "
+    "step on every line (_write_generations), so this line's step is lost; record skipped"
+)
 
 
 def sniff(rec: object) -> bool:
@@ -70,6 +85,7 @@ class _Row:
     metadata: dict
     open_end: bool
     explicit_id: bool = False
+    step: int | None = None
 
 
 def split_output(output: str) -> tuple[list[Segment], bool]:
@@ -101,7 +117,8 @@ def _parse(rec: object, line: int | None, prefix: str, default_id: str) -> _Row:
     if not output.strip():
         raise RecordError("output", "empty output: the response has zero tokens")
     score = as_float(rec.get("score"), "score")
-    metadata: dict = {"step": rec["step"]} if rec.get("step") is not None else {}
+    step = as_step(rec["step"], "step") if rec.get("step") is not None else None
+    metadata: dict = {}
     if rec.get("gts") is not None:
         metadata["ground_truth"] = rec["gts"]
     components = {k: as_float(v, k) for k, v in rec.items() if k not in CORE and is_number(v)}
@@ -115,7 +132,7 @@ def _parse(rec: object, line: int | None, prefix: str, default_id: str) -> _Row:
         metadata["restored"] = ["chat_template_tokens"]
     key = as_id(rec["uid"], "uid") if rec.get("uid") is not None else None
     traj_id = as_id(rec["id"], "id") if rec.get("id") is not None else default_id
-    return _Row(line, prefix, traj_id, key, prompt, segs, score, metadata, open_end, rec.get("id") is not None)
+    return _Row(line, prefix, traj_id, key, prompt, segs, score, metadata, open_end, rec.get("id") is not None, step)
 
 
 def _read_rows(path: Path, ctx: LoadContext) -> list[_Row]:
@@ -126,6 +143,11 @@ def _read_rows(path: Path, ctx: LoadContext) -> list[_Row]:
         row = ctx.attempt(line, prefix, _parse, rec, line, prefix, default_id)
         if row is not None:
             rows.append(row)
+    if ctx.path_step is None and any(r.step is not None for r in rows):
+        for r in rows:
+            if r.step is None:  # verl writes the step on every line: this one lost it, and nothing else says it
+                ctx.problem(r.line, f"{r.prefix}step", STEPLESS)
+        rows = [r for r in rows if r.step is not None]
     return rows
 
 
@@ -175,6 +197,7 @@ def _trajectory(r: _Row, group: str, traj_id: str | None = None) -> Trajectory:
         segments=r.segments,
         global_rewards={"score": r.score},
         metadata=r.metadata,
+        step=r.step,
     )
 
 

@@ -24,10 +24,20 @@ Runs of ``response_mask`` = 1 are model segments, runs of 0 inside the attention
 A field whose shape or dtype does not fit ``responses`` is reported and ignored; a bad row (token id out of
 range, NaN on a real token, a mask value other than 0/1, a null Parquet row) is a problem ``row[b].<field>``.
 Padding is never checked (its masks are: a NaN or 7 in a mask would silently drop or keep a token).
+
+Steps: verl writes none into a batch. ``RayPPOTrainer.fit`` (``verl/trainer/ppo/ray_trainer.py`` at verl-project/verl
+``1dda039``, volcengine/verl ``b178a3c``) sets ``meta_info["global_steps"]`` on ``gen_batch`` only, and the
+rollout's output that is ``union``-ed into the training batch carries its own ``meta_info`` (``timing``,
+``reward_extra_keys``: ``AgentLoopWorker._postprocess`` / ``AgentLoopManager.generate_sequences``), so the batch
+after ``compute_advantage`` has no step; its ``min_global_steps`` / ``max_global_steps`` columns are the weight
+versions that generated each row (set by the rollout server), not the step that trains on it. The step is the
+file's name, as docs/FORMAT.md ("verl batches") has the trainer write it: ``export_verl_batch(batch,
+f"creditlens/{self.global_steps}.pt")`` (``STEP_FILE``: ``<N>.pt``). A file named otherwise has no step.
 """
 
 from __future__ import annotations
 
+import re
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -44,6 +54,7 @@ from engine.io.reading.limits import HALF_DTYPES, check_npz, check_values, check
 from engine.io.reading.problems import RecordError
 
 NAME = "verl_tensors"
+STEP_FILE = re.compile(r"(\d+)\.pt")  # f"{self.global_steps}.pt", as docs/FORMAT.md's export names it
 PER_TOKEN = {
     "old_log_probs": "log_probs",
     "ref_log_prob": "ref_log_probs",
