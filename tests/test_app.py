@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 PAGES = {
     "overview": "dashboard/pages/overview.py",
+    "timeline": "dashboard/pages/timeline.py",
     "tokens": "dashboard/pages/tokens.py",
     "compare": "dashboard/pages/compare.py",
     "group": "dashboard/pages/group.py",

@@ -121,6 +121,7 @@ def test_token_view_first_paint(server: Server, context) -> None:
 
 EXPECTED = {
     "overview": ("Run overview", "Reward components", "Problems the loader reported"),
+    "timeline": ("Timeline", "This run is one step", "Score and solve rate", "Lint findings per step"),
     "tokens": ("Token view", "Every token, every quantity", "Per turn"),
     "compare": (
         "Compare schemes",

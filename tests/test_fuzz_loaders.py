@@ -581,7 +581,7 @@ def check_batches(run) -> None:
         assert batch.batch_size == len(run)
 
 
-STEP_READERS = ("native", "verl_rollout")  # formats whose records may state their training step (``step``)
+STEP_READERS = ("native", "verl_rollout", "prime_rl_tokens")  # formats whose records may state their step (``step``)
 
 
 def expected_keys(fmt: str, rec: object, default: str, stem: str) -> list[tuple[int | None, str]] | None:

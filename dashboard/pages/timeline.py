@@ -94,11 +94,9 @@ row = st.container(horizontal=True, vertical_alignment="bottom")
 with row:
     step = st.selectbox("Step", steps_shown, index=steps_shown.index(picked), key=f"timeline.step.{picked}")
     summary = step_summary(frames[sidebar_code] if sidebar_code in frames else next(iter(frames.values())), step)
-    if st.button("Open in the Token view", icon=":material/text_fields:"):
-        state.show_step(step)
+    if st.button("Open in the Token view", icon=":material/text_fields:", on_click=state.show_step, args=(step,)):
         st.switch_page("dashboard/pages/tokens.py")
-    if st.button("Open in the Group view", icon=":material/groups:"):
-        state.show_step(step)
+    if st.button("Open in the Group view", icon=":material/groups:", on_click=state.show_step, args=(step,)):
         st.switch_page("dashboard/pages/group.py")
 if summary:
     st.caption(

@@ -26,7 +26,7 @@ from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect_format
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
-from engine.io.reading.steps import StepCheck, is_step_folder, path_step
+from engine.io.reading.steps import StepCheck, path_step
 from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
 from engine.io.text.tokenize import (
     canonical_name,
@@ -47,8 +47,14 @@ DOC_SUFFIXES = (".md", ".txt", ".rst")
 DOC_STEMS = ("readme", "license", "licence", "copying", "notice", "source")
 CHUNK = 512
 TEXT_NOTES_PER_FILE = 20  # segments whose token ids and text disagree, noted one by one; then one count
-STEP_FOLDERS = [a.step_folder for a in ADAPTERS.values() if a.step_folder is not None]
-MAX_STEP_DEPTH = 3  # how deep a folder load reads inside a step folder (prime-rl: rollouts/step_N/<env>/...)
+
+
+def step_depth(folder: Path) -> int | None:
+    """How many folder levels a trainer writes inside a step folder named like ``folder`` (the most any format
+    whose ``step_folder`` matches it says: prime-rl's ``step_N/train/effective/`` is 2, most are 0); None when no
+    format names a step folder so."""
+    depths = [a.step_depth for a in ADAPTERS.values() if a.step_folder and a.step_folder.fullmatch(folder.name)]
+    return max(depths) if depths else None
 
 
 @dataclass
@@ -79,14 +85,15 @@ def is_doc_name(name: str) -> bool:
     return low.startswith(".") or low.endswith(DOC_SUFFIXES) or low.split(".", 1)[0] in DOC_STEMS
 
 
-def folder_entries(folder: Path, depth: int = 0) -> tuple[list[Path], list[tuple[Path, str, str]]]:
+def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tuple[Path, str, str]]]:
     """(data files read, [(entry, why it is not read, scope)]) of a folder, sorted by name. Every entry but hidden
     files and documentation is one or the other: a subfolder, a compressed file or a file of another kind is
     named with its reason, never passed over silently. ``scope`` is ``"record"`` for a file that may hold
     rollouts the load cannot read (compressed, not a regular file) and ``"run"`` for what a folder load does not
     read by design (subfolders, files of other kinds). A subfolder named as some trainer names a step's folder
     (``step_12``, ``train_step_3_epoch_0``, AReaL's ``<version>``: ``Adapter.step_folder``) is read too, and so are
-    the folders inside it (``MAX_STEP_DEPTH`` deep): a run folder of step folders is one run.
+    the folders its trainer writes inside it (``step_depth``): a run folder of step folders is one run. ``inside``:
+    how many levels of subfolders ``folder`` itself may hold (it is, or is inside, a step folder).
     ``ValueError`` if the folder cannot be listed."""
     try:
         entries = sorted(folder.iterdir())
@@ -96,8 +103,9 @@ def folder_entries(folder: Path, depth: int = 0) -> tuple[list[Path], list[tuple
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
         if p.is_dir() and not p.name.startswith("."):
-            if (depth and depth < MAX_STEP_DEPTH) or is_step_folder(p, STEP_FOLDERS):
-                more, skip = folder_entries(p, depth + 1)
+            depth = inside - 1 if inside > 0 else step_depth(p)
+            if depth is not None:
+                more, skip = folder_entries(p, depth)
                 files += more
                 skipped += skip
             else:
@@ -192,7 +200,7 @@ def load_run(
     if not path.is_dir() and not path.is_file():  # a pipe would block the first read forever
         raise ValueError(f"{path}: not a regular file (a pipe or a device)")
     only = files
-    start = 1 if path.is_dir() and is_step_folder(path, STEP_FOLDERS) else 0  # a step folder opened on its own
+    start = (step_depth(path) or 0) if path.is_dir() else 0  # a step folder opened on its own: its inside too
     files, skipped = folder_entries(path, start) if path.is_dir() else ([path], [])
     if only is not None and path.is_dir():
         wanted = {Path(f) for f in only}

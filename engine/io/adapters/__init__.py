@@ -45,6 +45,8 @@ class Adapter:
     these give the step of records that do not (``engine.io.reading.steps``). ``step_member``: where a step folder
     holds the step's training batch (the file's path inside it, ``/``-separated; prime-rl's
     ``train/effective/traces.jsonl``): a folder load leaves the folder's other files of this format out, noted.
+    ``step_depth``: how many levels of folders the trainer writes inside a step folder (prime-rl's rollouts: 2); a
+    folder load reads that deep into a step folder, and no deeper.
     """
 
     name: str
@@ -56,12 +58,14 @@ class Adapter:
     step_file: re.Pattern[str] | None = None
     step_folder: re.Pattern[str] | None = None
     step_member: re.Pattern[str] | None = None
+    step_depth: int = 0
 
 
 def _steps(module: ModuleType) -> dict:
     """A format's step naming: its module's ``STEP_FILE``, ``STEP_FOLDER`` and ``STEP_MEMBER`` patterns (None where
-    it has none)."""
-    return {name.lower(): getattr(module, name, None) for name in ("STEP_FILE", "STEP_FOLDER", "STEP_MEMBER")}
+    it has none) and ``STEP_DEPTH`` (0 where it has none)."""
+    out = {name.lower(): getattr(module, name, None) for name in ("STEP_FILE", "STEP_FOLDER", "STEP_MEMBER")}
+    return out | {"step_depth": getattr(module, "STEP_DEPTH", 0)}
 
 
 ADAPTERS: dict[str, Adapter] = {

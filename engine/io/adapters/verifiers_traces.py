@@ -73,6 +73,7 @@ STEP_FOLDER = re.compile(r"step_(\d+)")  # rollouts/step_N/{train,eval}/{all,eff
 # The step's training batch inside its folder: a folder load of rollouts/ reads only these (train/all and eval are
 # noted and left out: they are not the batch the step trained on).
 STEP_MEMBER = re.compile(r"(?:train/effective/)?[^/]+\.jsonl")
+STEP_DEPTH = 2  # step_N/{train,eval}/{all,effective}/
 
 
 def sniff(rec: object) -> bool:

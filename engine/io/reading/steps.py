@@ -61,11 +61,6 @@ def path_step(
     return None, ""
 
 
-def is_step_folder(folder: Path, patterns: list[re.Pattern[str]]) -> bool:
-    """Whether ``folder``'s name is a step folder's in some trainer's naming (a folder load reads into it)."""
-    return any(match_step(p, folder.name) is not None for p in patterns)
-
-
 @dataclass
 class _FileSteps:
     file: Path
