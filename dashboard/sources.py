@@ -7,6 +7,7 @@ Paths are confined: a path is accepted only if, after resolving ``..`` and every
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,11 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
         "choice away)",
     ),
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
+    "search_steps": (
+        "grpo,p:search-r1",
+        "Search-R1 style run over 40 training steps: GRPO under Search-R1's conventions, each step its own batch "
+        "(state masking on: turn it off to see credit land on the retrieved documents, most of all in steps 26-32)",
+    ),
     "lint_cases": ("gae", "the dashboard's default; each case's triggering scheme is in its README"),
     "lint_cases/kgr1": (
         "grpo,p:kg-r1",
@@ -109,6 +115,10 @@ class RunRef:
         return cls("sample", text)
 
 
+# A step file's name, as the native format names one (``step_0001.parquet``, ``step-3.jsonl``, ``run_step12.jsonl``).
+STEP_FILE = re.compile(r"(?:.*[_.-])?step[_-]?\d+\.(?:jsonl|json|parquet)", re.IGNORECASE)
+
+
 def _is_run_file(p: Path) -> bool:
     name = p.name.lower()
     return p.is_file() and not name.startswith(".") and name.endswith(RUN_SUFFIXES)
@@ -122,10 +132,17 @@ def _strip_suffix(rel: str) -> str:
     return rel
 
 
+def _is_step_file(p: Path) -> bool:
+    """A run file named as one training step's (``step_0001.parquet``): its folder is one run of several steps."""
+    return STEP_FILE.fullmatch(p.name) is not None
+
+
 def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
     """Sample name → path. A run file directly in ``root`` is a sample named by its stem; a folder holding one
-    run file is a sample named by the folder (``kgqa_multiturn``); a folder holding several is one sample per
-    file (``nemo_gym/blackjack``); a subfolder holding one run file is a sample of its own (``lint_cases/kgr1``)."""
+    run file is a sample named by the folder (``kgqa_multiturn``), and so is a folder whose run files are all
+    step files (``search_steps``: ``step_0001.parquet`` ..., one run of several training steps); a folder holding
+    several other run files is one sample per file (``nemo_gym/blackjack``); a subfolder holding one run file is
+    a sample of its own (``lint_cases/kgr1``)."""
     if not root.is_dir():
         return {}
     out: dict[str, Path] = {}
@@ -136,9 +153,10 @@ def list_samples(root: Path = SAMPLES_DIR) -> dict[str, Path]:
             out[_strip_suffix(p.name)] = p
         elif p.is_dir():
             files = sorted(f for f in p.iterdir() if _is_run_file(f))
-            if len(files) == 1:
+            steps = len(files) > 1 and all(_is_step_file(f) for f in files)
+            if len(files) == 1 or steps:
                 out[p.name] = p  # the loader reads a folder (and names the run after it)
-            for f in files if len(files) > 1 else []:
+            for f in files if len(files) > 1 and not steps else []:
                 out[f"{p.name}/{_strip_suffix(f.name)}"] = f
             for sub in sorted(d for d in p.iterdir() if d.is_dir() and not d.name.startswith(".")):
                 if sum(1 for f in sub.iterdir() if _is_run_file(f)) == 1:  # lint_cases/kgr1, lint_cases/policy
