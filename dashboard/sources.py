@@ -28,6 +28,11 @@ SAMPLE_SCHEMES: dict[str, tuple[str, str]] = {
         "choice away)",
     ),
     "search_agent": ("grpo,p:search-r1", "Search-R1 style run without values: GRPO under Search-R1's conventions"),
+    "search_steps": (
+        "grpo,p:search-r1",
+        "Search-R1 style run over 40 training steps: GRPO under Search-R1's conventions, each step its own batch "
+        "(state masking on: turn it off to see credit land on the retrieved documents, most of all in steps 26-32)",
+    ),
     "lint_cases": ("gae", "the dashboard's default; each case's triggering scheme is in its README"),
     "lint_cases/kgr1": (
         "grpo,p:kg-r1",

@@ -16,7 +16,7 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
     """``convert INPUT --out FILE [--format NAME] [--tokenizer NAME] [--strict] [--synthesize] [--seed S]``."""
     p = subparsers.add_parser("convert", help="load any supported rollout file and write it as native JSONL/Parquet")
     p.add_argument("input", help="input file or directory")
-    p.add_argument("--out", required=True, help="output path (.jsonl or .parquet)")
+    p.add_argument("--out", required=True, help="output path (.jsonl or .parquet; a folder for --preset search_steps)")
     p.add_argument("--format", dest="fmt", default=None, help="input format (default: detected from content)")
     p.add_argument("--tokenizer", default=None, help="Hugging Face tokenizer name or path (default: offline Qwen2.5)")
     p.add_argument("--strict", action="store_true", help="fail on the first problem instead of skipping bad records")
@@ -79,7 +79,7 @@ def add_synth_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--group-size", type=int, default=8, help="rollouts per prompt")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--preset", choices=PRESETS, default=None, help="write a shipped sample run instead")
-    p.add_argument("--out", required=True, help="output path (.jsonl or .parquet)")
+    p.add_argument("--out", required=True, help="output path (.jsonl or .parquet; a folder for --preset search_steps)")
     p.set_defaults(handler=run_synth)
     return p
 

@@ -14,7 +14,7 @@ from engine.io.detect import detect_format
 IM_END = 151645
 
 
-OURS = ("kgqa_multiturn", "nemo_gym", "python_tool_two_rollouts", "search_agent")
+OURS = ("kgqa_multiturn", "nemo_gym", "python_tool_two_rollouts", "search_agent", "search_steps")
 
 
 @pytest.fixture(scope="module")
