@@ -6,6 +6,8 @@ and is run from the repository root as a module. The README's Benchmarks section
 * ``python -m benchmarks.load``: loading a big run from JSONL and Parquet.
 * ``python -m benchmarks.big_run``: a 50,000-trajectory run through load, batch and two schemes, with peak memory;
   ``--server`` (= ``python -m benchmarks.big_server``) measures the real dashboard on it in Chromium.
+* ``python -m benchmarks.timeline``: a 100-step run's whole timeline cold, one new step, peak memory against one
+  step's, and the Timeline page's first paint with its cache warm.
 * ``python -m benchmarks.dashboard_speed``: interactions, eight concurrent sessions and the cold first paint
   (``first_paint``) of the real dashboard in Chromium; ``wire_session`` drives browserless sessions.
 

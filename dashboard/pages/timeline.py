@@ -26,13 +26,15 @@ widgets.heading(
 )
 
 sidebar_code = schemes.encode(ctx.config)
-overlays = ["", *dict.fromkeys(c for c in [ss[K.TL_OVERLAY], *ss[K.SCHEMES]] if c and c != sidebar_code)]
+unmasked = schemes.encode(ctx.config.replace(state_masking=not ctx.config.state_masking))  # the info-mask question
+overlays = ["", *dict.fromkeys(c for c in [ss[K.TL_OVERLAY], unmasked, *ss[K.SCHEMES]] if c and c != sidebar_code)]
 st.selectbox(
     "Second scheme (dashed)",
     overlays,
     key=K.TL_OVERLAY,
     format_func=state.overlay_label,
-    help="Drawn dashed over the sidebar scheme, step by step. The list holds the Compare page's schemes.",
+    help="Drawn dashed over the sidebar scheme, step by step. The list holds the sidebar scheme with state masking "
+    "flipped (does credit land on tool tokens without it?) and the Compare page's schemes.",
 )
 chosen = {sidebar_code: ctx.config}
 if ss[K.TL_OVERLAY]:
