@@ -9,8 +9,9 @@ Writes (or reuses, ``--dir``) a seeded run folder of ``--steps`` native Parquet 
 * the whole timeline cold (``update_timeline``, no cache): every step loaded, computed, linted and summarised,
   one step at a time;
 * one new step: a step file added, the timeline updated from its cache;
-* the Timeline page's first paint on that run with its cache warm (``streamlit run app.py`` on the folder as a
-  data directory, Debian's Chromium; skipped with ``--no-page``).
+* the Timeline page's first paint on that run (its main chart on screen): a first visit, which computes the
+  timeline; a new browser with the timeline cache warm; a reload in that browser (``streamlit run app.py`` on the
+  folder as a data directory, Debian's Chromium; skipped with ``--no-page``).
 
 Prints each against its target (≤ 60 s cold, ≤ 3 s a new step, peak ≤ 2× the step's, first paint ≤ 2 s) and the
 cold timeline against the baseline × steps. Memory is the process's resident size sampled every 5 ms, over what it
@@ -50,7 +51,9 @@ _warm = load_run({warm!r})
 list(step_rows(_warm.run, {{"w": CreditConfig(profile="verl", estimator="grpo")}}))
 del _warm
 import gc, threading
+from engine.perf import release_free_memory
 gc.collect()
+release_free_memory()
 base = rss_kib()
 peak_box = [base]
 def _watch():
@@ -113,32 +116,35 @@ def child(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def page_paint(folder: Path, cache: Path) -> tuple[float, float]:
-    """(first visit, second visit) seconds to the Timeline page's charts, the timeline cache warm for the second."""
+def page_paint(folder: Path, cache: Path) -> tuple[float, float, float]:
+    """Seconds to the Timeline page's main chart on screen: (a first visit, which computes the timeline into the
+    page's cache; a new browser with that cache warm; a reload in that browser)."""
     sys.path[:0] = [str(ROOT / "tests")]
     from browser_support import CHROMIUM, CHROMIUM_ARGS, start_server, stop_server
     from playwright.sync_api import sync_playwright
 
-    done = """() => (document.querySelector('[data-testid="stSidebar"]')?.innerText || '').includes('page run')
-        && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].length >= 2
-        && [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('.main-svg'))"""
+    painted = """() => !!document.querySelector('.st-key-timeline-main .main-svg')"""
     env = {"CREDITLENS_DATA_DIR": str(folder.parent), "CREDITLENS_TIMELINE_CACHE": str(cache)}
     server = start_server(env=env)
+    url = f"{server.url}/timeline?run=data:{folder.name}&scheme=grpo"
     times = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            for _ in range(2):
+            for _ in range(2):  # the first computes the timeline; the second is a new browser, nothing cached in it
                 page = browser.new_context().new_page()
                 start = time.perf_counter()
-                page.goto(f"{server.url}/timeline?run=data:{folder.name}&scheme=grpo")
-                page.wait_for_function(done, timeout=600_000)
+                page.goto(url)
+                page.wait_for_function(painted, timeout=600_000)
                 times.append(time.perf_counter() - start)
-                page.close()
+            start = time.perf_counter()  # the same browser again: its scripts cached
+            page.reload()
+            page.wait_for_function(painted, timeout=600_000)
+            times.append(time.perf_counter() - start)
             browser.close()
     finally:
         stop_server(server)
-    return times[0], times[1]
+    return times[0], times[1], times[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,9 +188,11 @@ def main(argv: list[str] | None = None) -> int:
              f"{cold_mib / batch_mib:.2f}×", _verdict(cold_mib <= 2 * batch_mib, "≤ 2× the batch")),
         ]  # fmt: skip
         if not args.no_page:
-            first, warm = page_paint(folder, Path(tmp) / "page-cache")
+            first, warm, reload = page_paint(folder, Path(tmp) / "page-cache")
             rows.append(("Timeline page, first visit", f"{first:.1f} s", "", "", "(computes the timeline)"))
-            rows.append(("Timeline page, cache warm", f"{warm:.2f} s", "", "", _verdict(warm <= 2, "≤ 2 s")))
+            rows.append(("Timeline page, cache warm", f"{warm:.2f} s", "", "", _verdict(warm <= 2, "≤ 2 s") +
+                         " (a new browser: Streamlit's scripts load too)"))  # fmt: skip
+            rows.append(("Timeline page, reloaded", f"{reload:.2f} s", "", "", _verdict(reload <= 2, "≤ 2 s")))
         for name, value, baseline, ratio, target in rows:
             print(f"{name:<34}{value:>12}  {baseline:>24}  {ratio:>7}  {target}")
         print(f"steps computed: cold {cold['computed']}, after the new step {new['computed']}")

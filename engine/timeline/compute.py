@@ -28,6 +28,7 @@ from engine.io.reading.problems import Problem
 from engine.lint.context import LintContext
 from engine.lint.logged import logged_advantages
 from engine.lint.runner import run_lints
+from engine.perf import release_free_memory
 from engine.runnable import RunHas, runnable
 from engine.timeline.index import StepIndex, StepSource, index_steps
 from engine.timeline.stats import StepView, step_row
@@ -115,6 +116,7 @@ def timeline_rows(
             out.rows += list(step_rows(res.run, schemes, src))
             out.computed += 1
             del res
+            release_free_memory()  # the step's decode buffers and tensors: the next step starts from the same floor
         report((n + 1) / total, f"step {src.step if src.step is not None else src.key}: {n + 1} of {total}")
     order = {name: i for i, name in enumerate(schemes)}
     out.rows.sort(key=lambda r: (r["step"], order.get(r["scheme"], len(order)), r["source"]))
