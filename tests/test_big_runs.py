@@ -265,6 +265,7 @@ def test_every_page_samples_or_pages_a_big_run(big_load) -> None:
         "diagnostics": ["Big run: the lints check"],
         "learn": ["Big run: this page works on"],
         "tokens": [],
+        "timeline": ["This run is one step"],  # the whole run: one point, every trajectory (no sample)
     }
     for name, path in {**PAGES, "diagnostics": "dashboard/pages/diagnostics.py"}.items():
         at.switch_page(path).run()
