@@ -213,3 +213,10 @@ def base_layout(fig: go.Figure, height: int = 360, title: str | None = None, big
         ours[name] = AXIS_STYLE
     fig.layout = _merged(layout, ours)
     return fig
+
+
+def translucent(hex_color: str, alpha: float) -> str:
+    """``hex_color`` (``#rrggbb``) at opacity ``alpha``, as CSS ``rgba(...)`` (a band behind a line of that colour)."""
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"

@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from dashboard.theme import MUTED_TEXT, SCHEME_COLORS, base_layout
+from dashboard.theme import MUTED_TEXT, SCHEME_COLORS, base_layout, translucent
 from dashboard.tokens_html import escape
 
 # (panel title, [(column, label, colour index)], y tick format, what it shows)
@@ -106,7 +106,7 @@ def make_timeline_figure(frames: dict[str, pd.DataFrame], current: int | None = 
 
 def _band(fig: go.Figure, x, lo, hi, color: int, scheme: int, row: int) -> None:
     """A shaded band between ``lo`` and ``hi`` (no legend entry, no hover)."""
-    fill = _rgba(SCHEME_COLORS[color], 0.16 if scheme == 0 else 0.08)
+    fill = translucent(SCHEME_COLORS[color], 0.16 if scheme == 0 else 0.08)
     for y, fill_mode in ((hi, None), (lo, "tonexty")):
         fig.add_trace(
             go.Scatter(
@@ -122,12 +122,6 @@ def _band(fig: go.Figure, x, lo, hi, color: int, scheme: int, row: int) -> None:
             row=row,
             col=1,
         )
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    h = hex_color.lstrip("#")
-    r, g, b = (int(h[i : i + 2], 16) for i in (0, 2, 4))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 TURNS_SHOWN = 6
