@@ -120,7 +120,7 @@ with c2:
     else:
         widgets.chart(widgets.cached(make_lint_figure, main), "timeline.lint", "timeline_lint")
 
-with st.expander(f"The numbers ({len(main):,} steps)"):
+if st.toggle(f"The numbers ({len(main):,} steps)", key="timeline.numbers"):  # the table's grid loads on demand
     shown = main.drop(columns=["scheme_key", "stamp", "error"], errors="ignore")
     st.dataframe(shown, hide_index=True, width="stretch")
 problems = [p for v in views.values() for p in v.problems]

@@ -21,7 +21,8 @@ computes them all. What "solved" means is rLLM's rule (``engine.rllm.rejection_v
 * ``mismatch_mean``: mean |log π_trainer − log π_rollout| on trained tokens (NaN without both log-probs);
 * ``logged_mismatch_share``: share of the action tokens with a logged advantage whose logged value differs from
   the recomputed one by more than the lint's tolerance (NaN without logged advantages);
-* ``lint_<check>``: the trajectories each lint check flags (``lint_counts``).
+* ``lint_<check>``: the trajectories each lint check flags (``lint_counts``; the timeline runs every check but the
+  re-tokenization one, ``engine.timeline.compute.SKIPPED_CHECKS``).
 """
 
 from __future__ import annotations
@@ -91,19 +92,31 @@ def singleton_group_share(v: StepView) -> float:
 
 
 def advantage_quantiles(v: StepView) -> tuple[float, ...]:
-    """The ``QUANTILES`` of the advantages on trained tokens (NaN each when nothing is trained)."""
-    a = v.result.advantages[v.loss].double()
-    if a.numel() == 0:
+    """The ``QUANTILES`` of the advantages on trained tokens (NaN each when nothing is trained): order statistics
+    of one sorted copy, linearly interpolated as ``torch.quantile`` does."""
+    a = v.result.advantages[v.loss].sort().values  # (N,) float32, the only copy
+    n = a.numel()
+    if n == 0:
         return tuple(NAN for _ in QUANTILES)
-    q = torch.quantile(a, torch.tensor(QUANTILES, dtype=a.dtype, device=a.device))
-    return tuple(float(x) for x in q)
+    out = []
+    for q in QUANTILES:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        out.append(float(a[lo]) + (float(a[hi]) - float(a[lo])) * (pos - lo))
+    return tuple(out)
+
+
+def _abs_weights(v: StepView) -> torch.Tensor:
+    """|w·A| per token [B, T] float32 (sums are taken in float64)."""
+    return v.result.effective_weights.abs()
 
 
 def info_weight_share(v: StepView) -> float:
-    w = v.result.effective_weights.abs().double()
-    total = float(w.sum())
-    info = (v.batch.attention_mask - v.batch.action_mask).bool()
-    return float(w[info].sum()) / total if total > 0 else 0.0
+    w = _abs_weights(v)
+    total = float(w.sum(dtype=torch.float64))
+    info = v.batch.attention_mask > v.batch.action_mask
+    return float(w.masked_fill(~info, 0).sum(dtype=torch.float64)) / total if total > 0 else 0.0
 
 
 def advantage_length_slope(v: StepView) -> float:
@@ -112,7 +125,7 @@ def advantage_length_slope(v: StepView) -> float:
     rows = n > 0
     if int(rows.sum()) < 2:
         return NAN
-    mean_adv = (v.result.advantages.double() * v.loss).sum(-1)[rows] / n[rows]
+    mean_adv = v.result.advantages.masked_fill(~v.loss, 0).sum(-1, dtype=torch.float64)[rows] / n[rows]
     x = n[rows] / 1000
     x = x - x.mean()
     den = float(x.square().sum())
@@ -121,13 +134,13 @@ def advantage_length_slope(v: StepView) -> float:
 
 def turn_credit_share(v: StepView) -> list[float]:
     """Σ|w·A| of turn k over Σ|w·A|, k = 0 … K−1 (zeros when no token carries weight)."""
-    w = v.result.effective_weights.abs().double()
-    turns = v.batch.turn_ids.long()
+    w = _abs_weights(v)
+    turns = v.batch.turn_ids
     K = int(turns.max()) + 1 if turns.numel() else 0
     if K <= 0:
         return []
     real = turns >= 0
-    per_turn = torch.zeros(K, dtype=w.dtype, device=w.device).index_add_(0, turns[real], w[real])
+    per_turn = torch.zeros(K, dtype=torch.float64, device=w.device).index_add_(0, turns[real].long(), w[real].double())
     total = float(per_turn.sum())
     return (per_turn / total).tolist() if total > 0 else [0.0] * K
 
@@ -135,13 +148,13 @@ def turn_credit_share(v: StepView) -> list[float]:
 def entropy_mean(v: StepView) -> float:
     if v.batch.entropy is None or not bool(v.loss.any()):
         return NAN
-    return float(v.batch.entropy.double()[v.loss].mean())
+    return float(v.batch.entropy[v.loss].sum(dtype=torch.float64)) / int(v.loss.sum())
 
 
 def mismatch_mean(v: StepView) -> float:
     if v.batch.old_log_probs is None or v.batch.rollout_log_probs is None or not bool(v.loss.any()):
         return NAN
-    return float(v.result.mismatch.double().abs()[v.loss].mean())
+    return float(v.result.mismatch[v.loss].abs().sum(dtype=torch.float64)) / int(v.loss.sum())
 
 
 def logged_mismatch_share(v: StepView) -> float:
@@ -151,8 +164,8 @@ def logged_mismatch_share(v: StepView) -> float:
     n = int(where.sum())
     if n == 0:
         return NAN
-    diff = (logged.double() - v.result.advantages.double()).abs()
-    return float((diff[where] > LOGGED_ADVANTAGE_TOL).sum()) / n
+    diff = (logged[where].double() - v.result.advantages[where].double()).abs()  # (N,): the logged tokens only
+    return float((diff > LOGGED_ADVANTAGE_TOL).sum()) / n
 
 
 def lint_counts(v: StepView) -> dict[str, int]:
