@@ -2,7 +2,8 @@
 
 Widgets are created with ``key=`` one of these names and never with ``value=``: the value lives in
 ``st.session_state`` (defaults set by ``init``), so it survives page switches and can be set from a URL.
-Query parameters: ``run`` (a sample name, ``data:<path>``), ``step`` (the training step of a run of several),
+Query parameters: ``run`` (a sample name, ``data:<path>``), ``step`` (the training step of a run of several, when
+one is pinned; a link without it follows the run's latest step),
 ``traj`` (trajectory id), ``scheme`` (the sidebar scheme as a code, see ``schemes``), ``schemes`` (the compare
 page's, ``~``-joined), ``overlay`` (the timeline's second scheme) and ``page`` (url path).
 """
@@ -321,7 +322,7 @@ def write_query_params(page: str) -> None:
     params = {"page": page, "run": ss.get(K.RUN, DEFAULT_SAMPLE)}
     if ss.get(K.RUN, "").startswith("upload:"):
         params.pop("run")  # an upload cannot be linked
-    if ss.get(K.STEP) is not None:
+    if ss.get(K.STEP) is not None and not ss.get(K.STEP_FOLLOW):  # following: the link means "the latest step"
         params["step"] = str(ss[K.STEP])
     if ss.get(K.TRAJ) is not None:
         params["traj"] = str(ss[K.TRAJ])

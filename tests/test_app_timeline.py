@@ -85,7 +85,7 @@ def test_a_folder_of_steps_opens_its_latest_step_alone(data_dir):
     ctx = at.session_state[K.CONTEXT]
     assert ctx.info.trajectories == 12  # step 3 only: 3 prompts × 4 (not the run's 28)
     assert {t.step for t in ctx.handle.run.trajectories} == {3}
-    assert at.query_params["step"] == "3"
+    assert "step" not in at.query_params  # following the latest: the link follows it too
     slider.set_value(1).run()
     no_errors(at)
     ctx = at.session_state[K.CONTEXT]
