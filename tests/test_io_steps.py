@@ -101,12 +101,16 @@ def test_a_file_whose_step_cannot_be_read_is_skipped_and_named(tmp_path):
         load_run(run, strict=True)
 
 
-def test_records_without_a_step_in_a_file_with_steps_are_skipped_and_counted(tmp_path):
+def test_records_without_a_step_in_a_file_with_steps_are_skipped_and_named(tmp_path):
     res = load_run(write_jsonl(tmp_path / "mixed.jsonl", group(1, "a", [1, 0]) + group(None, "b", [1, 1])))
     assert steps_of(res) == {1: 2}
-    (problem,) = res.problems
-    assert problem.file == str(tmp_path / "mixed.jsonl")
-    assert "its 2 trajectories without a step skipped" in problem.reason
+    assert [(p.file, p.line, p.field) for p in res.problems] == [
+        (str(tmp_path / "mixed.jsonl"), n, "step") for n in (3, 4)
+    ]
+    assert all(p.reason.startswith("no training step while the file's other records have one") for p in res.problems)
+    many = load_run(write_jsonl(tmp_path / "many.jsonl", group(1, "a", [1]) + group(None, "b", [0] * 25)))
+    assert [p.line for p in many.problems] == [*range(2, 22), None]  # 20 named, then counted
+    assert many.problems[-1].reason == "5 more records without a step skipped"
 
 
 def test_two_files_claiming_one_step_keep_the_first_and_name_the_second(tmp_path):

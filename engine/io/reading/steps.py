@@ -29,6 +29,7 @@ from engine.io.data.model import Trajectory
 from engine.io.reading.problems import ProblemLog
 
 PARENT_LEVELS = 3  # a single file's step folder is looked for this many folders up
+LINES_NAMED = 20  # records without a step in a file with steps: named one by one, then counted
 MAX_STEP = 2**53  # beyond a float64's integers: no trainer counts steps this high (a hash, not a step)
 
 
@@ -68,6 +69,7 @@ class _FileSteps:
     shard_folder: Path | None  # the step folder the file's step came from (its shards may share the step)
     unknown: int  # trajectories with no step from the record or the path
     ids: frozenset[str]  # the file's trajectories
+    unknown_lines: list[int | None] = field(default_factory=list)  # where the first ones are (LINES_NAMED)
 
 
 @dataclass
@@ -87,6 +89,7 @@ class StepCheck:
         if step is not None and where.startswith("folder"):
             shard = next((p for p in file.parents if match_step(step_folder, p.name) == step), None)
         unknown, disagree, last, back = 0, None, None, None
+        unknown_lines: list[int | None] = []
         for traj, line in zip(trajectories, lines, strict=True):
             if traj.step is None:
                 traj.step = step
@@ -94,6 +97,8 @@ class StepCheck:
                 disagree = (traj.step, line)
             if traj.step is None:
                 unknown += 1
+                if len(unknown_lines) < LINES_NAMED:
+                    unknown_lines.append(line)
             elif last is not None and traj.step < last and back is None:
                 back = (last, traj.step, line)
             last = traj.step if traj.step is not None else last
@@ -113,7 +118,8 @@ class StepCheck:
                 back[2],
             )
         steps = {t.step for t in trajectories if t.step is not None}
-        self.files.append(_FileSteps(file, steps, shard, unknown, frozenset(t.id for t in trajectories)))
+        ids = frozenset(t.id for t in trajectories)
+        self.files.append(_FileSteps(file, steps, shard, unknown, ids, unknown_lines))
 
     def resolve(self, trajectories: list[Trajectory]) -> list[Trajectory]:
         """The run's trajectories after the run-level rules (problems logged): every one with an int step, or, where
@@ -123,14 +129,21 @@ class StepCheck:
         dropped: set[tuple[str, int | None]] = set()  # (trajectory id, step) pairs skipped
         owner: dict[int, _FileSteps] = {}
         for f in self.files:
-            if f.unknown:
+            if f.unknown and not f.steps:
                 why = (
                     "its step cannot be read: neither its records nor its file or folder name say which training "
-                    "step it holds, while other files of this run do"
+                    "step it holds, while other files of this run do; file skipped (name the file as the trainer "
+                    "does, or give each record a step)"
                 )
-                skipped = "file skipped" if not f.steps else f"its {f.unknown:,} trajectories without a step skipped"
-                self.log.add(str(f.file), None, "step", f"{why}; {skipped} (name the file as the trainer does, or "
-                             "give each record a step)")  # fmt: skip
+                self.log.add(str(f.file), None, "step", why)
+                dropped |= {(i, None) for i in f.ids}
+            elif f.unknown:  # some records of a file with steps state none: each named (the first ones)
+                for line in f.unknown_lines:
+                    self.log.add(str(f.file), line, "step", "no training step while the file's other records have "
+                                 "one; this record is skipped (it would join some step's batch by guess)")  # fmt: skip
+                if f.unknown > len(f.unknown_lines):
+                    more = f.unknown - len(f.unknown_lines)
+                    self.log.add(str(f.file), None, "step", f"{more:,} more records without a step skipped")
                 dropped |= {(i, None) for i in f.ids}
             for step in sorted(f.steps):
                 first = owner.setdefault(step, f)
