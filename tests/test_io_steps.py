@@ -5,6 +5,7 @@ file's name) is a problem naming the file while the rest loads."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -110,7 +111,11 @@ def test_records_without_a_step_in_a_file_with_steps_are_skipped_and_named(tmp_p
     assert all(p.reason.startswith("no training step while the file's other records have one") for p in res.problems)
     many = load_run(write_jsonl(tmp_path / "many.jsonl", group(1, "a", [1]) + group(None, "b", [0] * 25)))
     assert [p.line for p in many.problems] == [*range(2, 22), None]  # 20 named, then counted
-    assert many.problems[-1].reason == "5 more records without a step skipped"
+    assert many.problems[-1].reason == "5 more records without a step skipped" and many.problems[-1].scope == "run"
+    array = tmp_path / "array.json"  # in a JSON array a record is named by its index
+    array.write_text(json.dumps(group(1, "a", [1]) + group(None, "b", [0])))
+    (problem,) = load_run(array).problems
+    assert (problem.line, problem.field) == (None, "[1].step")
 
 
 def test_two_files_claiming_one_step_keep_the_first_and_name_the_second(tmp_path):

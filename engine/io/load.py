@@ -216,7 +216,7 @@ def load_run(
             log.note(str(entry), None, reason)
     report = progress or no_progress
     trajectories: list[Trajectory] = []
-    lines: list[int | None] = []  # each trajectory's line in its file (for the step notes)
+    lines: list[tuple[int | None, str]] = []  # each trajectory's (line, field prefix) in its file, for step problems
     seen: set[tuple[int | None, str]] = set()
     infos = []
     steps = StepCheck(log)
@@ -283,11 +283,11 @@ def _load_file(
     ctx: LoadContext,
     seen: set[tuple[int | None, str]],
     out: list[Trajectory],
-    lines: list[int | None],
+    lines: list[tuple[int | None, str]],
     root: Path | None,
 ) -> dict:
-    """Stream one file through its adapter into ``out`` (each one's line into ``lines``); returns what the file
-    said about its run. ``root``: the folder the run was opened at (None: a single file), for the path's step."""
+    """Stream one file through its adapter into ``out`` (each one's (line, prefix) into ``lines``); returns what the
+    file said about its run. ``root``: the folder the run was opened at (None: a single file), for the path's step."""
     if kind := compression(file):
         raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
     name = fmt or detect_format(file, ctx.max_bytes)
@@ -364,7 +364,7 @@ def _accept(
     seen: set[tuple[int | None, str]],
     out: list[Trajectory],
     texts: _TextCheck,
-    lines: list[int | None],
+    lines: list[tuple[int | None, str]],
 ) -> None:
     """Tokenize, validate and de-duplicate one chunk of adapter items, appending the good ones to ``out``.
 
@@ -396,7 +396,7 @@ def _accept(
             continue
         seen.add(key)
         out.append(traj)
-        lines.append(line)
+        lines.append((line, prefix or ""))
         given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
     texts.check(given, tok_name)
 

@@ -69,7 +69,7 @@ class _FileSteps:
     shard_folder: Path | None  # the step folder the file's step came from (its shards may share the step)
     unknown: int  # trajectories with no step from the record or the path
     ids: frozenset[str]  # the file's trajectories
-    unknown_lines: list[int | None] = field(default_factory=list)  # where the first ones are (LINES_NAMED)
+    unknown_lines: list[tuple[int | None, str]] = field(default_factory=list)  # (line, prefix) of the first ones
 
 
 @dataclass
@@ -83,29 +83,30 @@ class StepCheck:
         self, file: Path, trajectories: list[Trajectory], step_file, step_folder, root: Path | None, lines
     ) -> None:
         """Give the step of ``file``'s path to its trajectories that do not state one; note disagreements and
-        steps that go backwards in the file. ``lines``: each trajectory's line (or None), for the notes."""
+        steps that go backwards in the file. ``lines``: each trajectory's (line or None, field prefix: ``[3].`` in a
+        JSON array), where its problems point."""
         step, where = path_step(file, step_file, step_folder, root)
         shard = None
         if step is not None and where.startswith("folder"):
             shard = next((p for p in file.parents if match_step(step_folder, p.name) == step), None)
         unknown, disagree, last, back = 0, None, None, None
-        unknown_lines: list[int | None] = []
-        for traj, line in zip(trajectories, lines, strict=True):
+        unknown_lines: list[tuple[int | None, str]] = []
+        for traj, (line, prefix) in zip(trajectories, lines, strict=True):
             if traj.step is None:
                 traj.step = step
             elif step is not None and traj.step != step and disagree is None:
-                disagree = (traj.step, line)
+                disagree = (traj.step, line, prefix)
             if traj.step is None:
                 unknown += 1
                 if len(unknown_lines) < LINES_NAMED:
-                    unknown_lines.append(line)
+                    unknown_lines.append((line, prefix))
             elif last is not None and traj.step < last and back is None:
-                back = (last, traj.step, line)
+                back = (last, traj.step, line, prefix)
             last = traj.step if traj.step is not None else last
         if disagree is not None:
             self.log.note(
                 str(file),
-                "step",
+                f"{disagree[2]}step",
                 f"records say step {disagree[0]} but the {where} says step {step}; each record keeps the step it "
                 "states (was the file renamed or copied from another step?)",
                 disagree[1],
@@ -113,7 +114,7 @@ class StepCheck:
         if back is not None:
             self.log.note(
                 str(file),
-                "step",
+                f"{back[3]}step",
                 f"steps out of order: step {back[1]} after step {back[0]}; the run orders its steps by number",
                 back[2],
             )
@@ -138,12 +139,15 @@ class StepCheck:
                 self.log.add(str(f.file), None, "step", why)
                 dropped |= {(i, None) for i in f.ids}
             elif f.unknown:  # some records of a file with steps state none: each named (the first ones)
-                for line in f.unknown_lines:
-                    self.log.add(str(f.file), line, "step", "no training step while the file's other records have "
-                                 "one; this record is skipped (it would join some step's batch by guess)")  # fmt: skip
+                why = (
+                    "no training step while the file's other records have one; this record is skipped (it would join "
+                    "some step's batch by guess)"
+                )
+                for line, prefix in f.unknown_lines:
+                    self.log.add(str(f.file), line, f"{prefix}step", why)
                 if f.unknown > len(f.unknown_lines):
                     more = f.unknown - len(f.unknown_lines)
-                    self.log.add(str(f.file), None, "step", f"{more:,} more records without a step skipped")
+                    self.log.note(str(f.file), "step", f"{more:,} more records without a step skipped")
                 dropped |= {(i, None) for i in f.ids}
             for step in sorted(f.steps):
                 first = owner.setdefault(step, f)
