@@ -172,7 +172,7 @@ def test_training_step_of_every_episode(tmp_path):
         res = load_run(path)
         assert res.run.trajectories and all(t.step == 3 for t in res.run.trajectories), path
         assert all(t.metadata["epoch"] == 1 for t in res.run.trajectories)
-        assert not [p for p in res.problems if p.field == "step"]
+        assert not [p for p in res.problems if (p.field or "").rsplit(".", 1)[-1] == "step"]
 
 
 def test_two_steps_of_the_same_tasks(tmp_path):
@@ -211,7 +211,7 @@ def test_renamed_step_folder_keeps_the_records_step(tmp_path):
     step_dir.rename(step_dir.with_name("train_step_9_epoch_0"))
     res = load_run(tmp_path / "episodes")
     assert [t.step for t in res.run.trajectories] == [5] * 6
-    notes = [p for p in res.problems if p.field == "step"]
+    notes = [p for p in res.problems if (p.field or "").rsplit(".", 1)[-1] == "step"]
     moved = sorted(str(p) for p in (tmp_path / "episodes" / "train_step_9_epoch_0").glob("episode_*.json"))
     assert sorted(p.file for p in notes) == moved and all(p.scope == "run" for p in notes)
     assert all("records say step 5 but the folder name 'train_step_9_epoch_0' says step 9" in p.reason for p in notes)

@@ -233,7 +233,7 @@ def test_a_renamed_file_keeps_the_step_its_rows_state(tmp_path, written):
     shutil.copy(written.path, renamed)
     res = load_run(renamed)
     assert {t.step for t in res.run.trajectories} == {12}
-    notes = [p for p in res.problems if p.field == "step"]
+    notes = [p for p in res.problems if (p.field or "").rsplit(".", 1)[-1] == "step"]
     assert [(p.file, p.scope, p.reason) for p in notes] == [
         (
             str(renamed),
@@ -245,7 +245,7 @@ def test_a_renamed_file_keeps_the_step_its_rows_state(tmp_path, written):
     shutil.copy(written.path, folder / "completions_00012.parquet")
     res = load_run(folder)
     assert [t.id.split("/")[0] for t in res.run.trajectories] == ["completions_00012"] * 15
-    claimed = [p for p in res.problems if p.field == "step" and p.scope == "record"]
+    claimed = [p for p in res.problems if (p.field or "").rsplit(".", 1)[-1] == "step" and p.scope == "record"]
     assert [(p.file, p.reason) for p in claimed] == [
         (
             str(renamed),
