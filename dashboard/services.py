@@ -327,9 +327,10 @@ def timeline_cache_file(folder: Path, cfg: CreditConfig) -> Path:
 
 def folder_timeline(folder: Path, cfg: CreditConfig, progress=None) -> TimelineView:
     """The timeline of a folder run, one step at a time, reusing the disk cache (a live run: only new steps)."""
+    from dashboard.steps import detect
     from engine.timeline.store import update_timeline
 
-    tl = update_timeline(folder, {"scheme": cfg}, timeline_cache_file(folder, cfg), progress)
+    tl = update_timeline(folder, {"scheme": cfg}, timeline_cache_file(folder, cfg), progress, detect=detect)
     return TimelineView(pd.DataFrame(tl.rows), tuple(tl.problems), tuple(tl.index.pending), tl.computed)
 
 

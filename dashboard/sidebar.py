@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from dashboard import bigrun, cache, exports, loading, schemes, services, sources, state
@@ -198,8 +200,6 @@ def _step_picker(options: list[int], run: str) -> int:
 def _follow(folder: str, drawn: tuple) -> None:
     """A live run: every few seconds, look at the folder again; a step that is new (or rewritten, or finished
     writing) since the page was drawn runs the page again, so it reaches the step picker and the timeline."""
-    from pathlib import Path
-
     if run_steps.live_stamp(run_steps.folder_index(Path(folder))) != drawn:
         st.rerun(scope="app")
 

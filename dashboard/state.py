@@ -37,6 +37,7 @@ class K:
     STEP = "run.step"  # the training step shown, in a run of several steps (None: a run of one step)
     STEP_FOLLOW = "run.step_follow"  # True: the step follows the run's latest (a live run's new steps open)
     STEP_RUN = "run.step_run"  # the run the step picker was last set for (a new run opens at its latest step)
+    STEP_VIEWS = "run.step_views"  # {(upload content hash, "step", step): its step as a run}, this session only
     CONTEXT = "page.context"  # widgets.Context, rewritten by app.py on every run
     TRAJ = "traj"  # trajectory id
     LANDING = "nav.landing"  # url path asked for by ?page= on the first run

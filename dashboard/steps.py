@@ -17,6 +17,7 @@ import streamlit as st
 from dashboard import cache, loading, sources
 from dashboard.cache import RunHandle, SampleLoad
 from dashboard.sources import RunRef
+from dashboard.state import K
 from engine.io.detect import detect_format
 from engine.timeline.index import StepIndex, StepSource, index_steps, looks_like_step_run
 
@@ -98,7 +99,7 @@ def narrow(handle: RunHandle, step: int) -> RunHandle:
     the whole file's). An upload's step stays in this session."""
     key = (handle.key, "step", step)
     if handle.session_only:
-        views = st.session_state.setdefault("run.step_views", {})
+        views = st.session_state.setdefault(K.STEP_VIEWS, {})
         if key not in views:
             views.clear()  # one step of one upload at a time
             views[key] = SampleLoad(handle.run.step_run(step), tuple(handle.problems))

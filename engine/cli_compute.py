@@ -65,10 +65,19 @@ def option_help(name: str) -> str:
     return text
 
 
-def add_scheme_options(parser: argparse.ArgumentParser) -> None:
-    """One option per CreditConfig field, from its declaration, all defaulting to 'not given'."""
+def add_scheme_options(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """One option per CreditConfig field, from its declaration, all defaulting to 'not given'; ``--scheme`` reads a
+    JSON scheme, or with ``many`` one or more (the field options then apply to each)."""
     group = parser.add_argument_group("credit scheme (CreditConfig fields; unset = profile/default)")
-    group.add_argument("--scheme", type=Path, help="JSON scheme (the dashboard's export); options override it")
+    if many:
+        group.add_argument(
+            "--scheme",
+            type=Path,
+            nargs="+",
+            help="JSON scheme files (the dashboard's export), one or more; the field options apply to each",
+        )
+    else:
+        group.add_argument("--scheme", type=Path, help="JSON scheme (the dashboard's export); options override it")
     for name, hint in config.HINTS.items():
         kind, meta = PARSERS[hint.removesuffix(" | None")]
         flag = "--" + name.replace("_", "-")

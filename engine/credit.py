@@ -39,7 +39,7 @@ from engine.stages import (
     token_weights,
     weigh_loss,
 )
-from engine.steps import StepParts, merge_steps, split_steps
+from engine.steps import StepParts, is_expanded_constant, merge_steps, split_steps
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -224,14 +224,9 @@ class CreditResult:
             ("train/inference mismatch", self.mismatch),
             ("entropy", self.entropy),
         ):
-            if not _constant(t):  # shown where the run and the scheme make them vary
+            if not is_expanded_constant(t):  # shown where the run and the scheme make them vary
                 q[name] = t
         return q
-
-
-def _constant(t: torch.Tensor) -> bool:
-    """A view the policy stage filled with one value (an expanded scalar: 1, or 0 without the log-probs)."""
-    return t.dim() == 2 and t.stride() == (0, 0)
 
 
 def compute_credit(

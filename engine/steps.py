@@ -45,7 +45,7 @@ def scatter_rows(B: int, rows: list[torch.Tensor], parts: list[torch.Tensor]) ->
     first = parts[0]
     trailing = [max(p.shape[d] for p in parts) for d in range(1, first.dim())]
     shape = (B, *trailing)
-    if all(_constant(p) for p in parts):
+    if all(is_expanded_constant(p) for p in parts):
         values = {p.reshape(-1)[0].item() if p.numel() else None for p in parts} - {None}
         if len(values) <= 1:
             fill = values.pop() if values else 0
@@ -56,7 +56,9 @@ def scatter_rows(B: int, rows: list[torch.Tensor], parts: list[torch.Tensor]) ->
     return out
 
 
-def _constant(t: torch.Tensor) -> bool:
+def is_expanded_constant(t: torch.Tensor) -> bool:
+    """One value expanded to the tensor's shape (every stride 0): a view the policy stage left at 1, or at 0 without
+    the log-probs."""
     return t.dim() > 0 and all(st == 0 for st in t.stride())
 
 

@@ -1,6 +1,5 @@
-"""Checks shared by the trainer-dump step tests (``test_io_writer_{trl,art,roll,slime}.py``): a run folder of two
-steps loads each trajectory with its step, keeps groups apart across steps, and computes each step as its file
-alone."""
+"""Checks shared by the trainer-dump step tests (``test_io_writer_*.py``): a run folder of two steps loads each
+trajectory with its step, keeps groups apart across steps, and computes each step as its file (or folder) alone."""
 
 from __future__ import annotations
 
@@ -39,3 +38,16 @@ def assert_step_as_alone(run: Run, step: int, alone_path, config: CreditConfig, 
     assert torch.equal(res.advantages[rows, :T], one)
     assert not res.advantages[rows, T:].any()  # the wider run's padding past this step's tokens
     assert one.abs().sum() > 0  # not all ties: a step of zero advantages would pass whatever the grouping
+
+
+def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
+    """compute_credit on the whole run and on ``step``'s folder alone (two ``LoadResult``s): step's rows must be the
+    same rows, in the same order, with exactly the advantages computing the folder alone gives (returned)."""
+    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
+    rows = (batch.steps == step).nonzero().squeeze(1)
+    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
+    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
+    width = ref.advantages.shape[1]
+    assert torch.equal(res.advantages[rows, :width], ref.advantages)
+    assert not res.advantages[rows, width:].any()
+    return ref.advantages

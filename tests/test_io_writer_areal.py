@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
+from step_support import advantages_of_step
 from test_io_support import write_jsonl
 from writers import areal
 
-from engine import CreditConfig, compute_credit
+from engine import CreditConfig
 from engine.io import load_run
 from engine.io.detect import detect_format
 from engine.io.text.tokenize import get_tokenizer
@@ -81,19 +81,6 @@ def test_areal_wins_over_tagged_text_and_sniff_is_narrow(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------- steps
-def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
-    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
-    same order, with exactly the advantages computing the folder alone gives (returned)."""
-    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
-    rows = (batch.steps == step).nonzero().squeeze(1)
-    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
-    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
-    width = ref.advantages.shape[1]
-    assert torch.equal(res.advantages[rows, :width], ref.advantages)
-    assert not res.advantages[rows, width:].any()
-    return ref.advantages
-
-
 # AReaL has no profile of its own; its GRPO (group mean / std of the scalar reward) is verl's
 AREAL_GRPO = CreditConfig(profile="verl", estimator="grpo")
 

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from step_support import advantages_of_step
 from writers import prime_rl
 from writers.prime_rl import Rollout, Turn
 
@@ -198,19 +199,6 @@ def test_fork_and_missing_group(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------- steps
-def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
-    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
-    same order, with exactly the advantages computing the folder alone gives (returned)."""
-    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
-    rows = (batch.steps == step).nonzero().squeeze(1)
-    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
-    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
-    width = ref.advantages.shape[1]
-    assert torch.equal(res.advantages[rows, :width], ref.advantages)
-    assert not res.advantages[rows, width:].any()
-    return ref.advantages
-
-
 def test_step_is_the_folder_the_batch_was_shipped_under(written):
     """The step is ``rollouts/step_7``'s; the record's ``run.work.step`` is kept as the dispatch step."""
     path, truths = written

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from step_support import advantages_of_step
 from writers.prime_rl_tokens import Sample, materialize, write_run
 
 from engine import CreditConfig, compute_credit
@@ -304,19 +305,6 @@ def test_ce_weights_are_noted_not_trained(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------- steps
-def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
-    """compute_credit on the two-step run and on ``step``'s folder alone: step's rows must be the same rows, in the
-    same order, with exactly the advantages computing the folder alone gives (returned)."""
-    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
-    rows = (batch.steps == step).nonzero().squeeze(1)
-    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
-    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
-    width = ref.advantages.shape[1]
-    assert torch.equal(res.advantages[rows, :width], ref.advantages)
-    assert not res.advantages[rows, width:].any()
-    return ref.advantages
-
-
 def test_each_record_keeps_the_step_the_trainer_wrote(run):
     """``export(progress.step, ...)`` writes the step into every record and names the folder after it."""
     root, _, _ = run

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from step_support import advantages_of_step
 from test_io_support import ids
 from writers import rllm as writer
 
@@ -148,19 +149,6 @@ def test_empty_step_names_what_it_has(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------------- steps
-def advantages_of_step(both, alone, step: int, cfg: CreditConfig) -> torch.Tensor:
-    """compute_credit on the whole run and on ``step``'s folder alone: step's rows must be the same rows, in the
-    same order, with exactly the advantages computing the folder alone gives (returned)."""
-    batch, alone_batch = both.run.to_batch(), alone.run.to_batch()
-    rows = (batch.steps == step).nonzero().squeeze(1)
-    assert [both.run.trajectories[i].id for i in rows.tolist()] == [t.id for t in alone.run.trajectories]
-    res, ref = compute_credit(batch, cfg, device="cpu"), compute_credit(alone_batch, cfg, device="cpu")
-    width = ref.advantages.shape[1]
-    assert torch.equal(res.advantages[rows, :width], ref.advantages)
-    assert not res.advantages[rows, width:].any()
-    return ref.advantages
-
-
 RLLM_GRPO = CreditConfig(profile="rllm", estimator="grpo")
 
 

@@ -47,13 +47,11 @@ def progress(fraction: float, message: str) -> None:
     bar.progress(min(max(fraction, 0.0), 1.0), text=md("Computing the timeline: {}", message))
 
 
-views = {}
-for code, cfg in chosen.items():
-    if folder is not None:
-        views[code] = services.folder_timeline(folder, cfg, progress)
-    else:  # a file or an upload: its steps are its records' (one step when they name none)
-        whole = loading.open_run(ref, ss[K.UPLOADS])
-        views[code] = services.run_timeline(whole, cfg)
+if folder is not None:
+    views = {code: services.folder_timeline(folder, cfg, progress) for code, cfg in chosen.items()}
+else:  # a file or an upload: its steps are its records' (one step when they name none)
+    whole = loading.open_run(ref, ss[K.UPLOADS])
+    views = {code: services.run_timeline(whole, cfg) for code, cfg in chosen.items()}
 bar.empty()
 first = views[sidebar_code]
 frames = {c: v.frame[v.frame["error"] == ""] for c, v in views.items() if not v.frame.empty}

@@ -26,7 +26,7 @@ from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect_format
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
-from engine.io.reading.steps import StepCheck, path_step
+from engine.io.reading.steps import PathStep, StepCheck, match_step, path_step
 from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
 from engine.io.text.tokenize import (
     canonical_name,
@@ -53,7 +53,7 @@ def step_depth(folder: Path) -> int | None:
     """How many folder levels a trainer writes inside a step folder named like ``folder`` (the most any format
     whose ``step_folder`` matches it says: prime-rl's ``step_N/train/effective/`` is 2, most are 0); None when no
     format names a step folder so."""
-    depths = [a.step_depth for a in ADAPTERS.values() if a.step_folder and a.step_folder.fullmatch(folder.name)]
+    depths = [a.step_depth for a in ADAPTERS.values() if match_step(a.step_folder, folder.name) is not None]
     return max(depths) if depths else None
 
 
@@ -235,8 +235,7 @@ def load_run(
         try:
             info = _load_file(file, fmt, tokenizer, ctx, seen, trajectories, lines, root)
             infos.append(info)
-            adapter = get_adapter(info["source"])
-            steps.assign(file, trajectories[kept:], adapter.step_file, adapter.step_folder, root, lines[kept:])
+            steps.assign(file, trajectories[kept:], info["path_step"], lines[kept:])
         except OutsideBatch as e:
             log.note(str(file), None, str(e))
         except NotRollouts as e:
@@ -292,8 +291,9 @@ def _load_file(
         raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
     name = fmt or detect_format(file, ctx.max_bytes)
     adapter = get_adapter(name)
-    ctx.path_step = path_step(file, adapter.step_file, adapter.step_folder, root)[0]
-    if root is not None and (why := outside_batch(file, adapter, root)):
+    found = path_step(file, adapter.step_file, adapter.step_folder, root)
+    ctx.path_step = found.step
+    if root is not None and (why := outside_batch(file, adapter, found, root)):
         raise OutsideBatch(why)
     items = adapter.read(file, ctx)
     texts = _TextCheck(ctx)
@@ -309,6 +309,7 @@ def _load_file(
         "tokenizer": canonical_name(tokenizer or ctx.run_tokenizer),
         "name": ctx.run_name or file.stem,
         "metadata": ctx.run_metadata,
+        "path_step": found,
     }
 
 
@@ -406,21 +407,20 @@ class OutsideBatch(ValueError):
     it out, noted."""
 
 
-def outside_batch(file: Path, adapter, root: Path) -> str | None:
-    """Why a folder load at ``root`` leaves ``file`` out: it sits in a step folder of its format but is not where that
-    folder holds the step's training batch (prime-rl's ``train/all`` and ``eval`` subsets). None to read it."""
-    if adapter.step_member is None or adapter.step_folder is None:
+def outside_batch(file: Path, adapter, found: PathStep, root: Path) -> str | None:
+    """Why a folder load at ``root`` leaves ``file`` out: it sits in a step folder of its format (``found.folder``,
+    at or below ``root``) but is not where that folder holds the step's training batch (prime-rl's ``train/all`` and
+    ``eval`` subsets). None to read it."""
+    folder = found.folder
+    if adapter.step_member is None or folder is None or not (folder == root or root in folder.parents):
         return None
-    for folder in [p for p in file.parents if p == root or root in p.parents]:
-        if adapter.step_folder.fullmatch(folder.name):
-            inside = file.relative_to(folder).as_posix()
-            if adapter.step_member.fullmatch(inside):
-                return None
-            return (
-                f"not read: {inside} is not the training batch of {folder.name} (a {adapter.name} step folder holds "
-                "it elsewhere, e.g. prime-rl's train/effective); open this file on its own to see it"
-            )
-    return None
+    inside = file.relative_to(folder).as_posix()
+    if adapter.step_member.fullmatch(inside):
+        return None
+    return (
+        f"not read: {inside} is not the training batch of {folder.name} (a {adapter.name} step folder holds it "
+        "elsewhere, e.g. prime-rl's train/effective); open this file on its own to see it"
+    )
 
 
 def _identity(traj: Trajectory, ctx: LoadContext) -> tuple[int | None, str]:

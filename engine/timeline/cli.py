@@ -25,12 +25,7 @@ def add_timeline_parser(sub) -> None:
     p.add_argument("run", type=Path, help="run folder (step files / step folders) or one file")
     p.add_argument("--out", type=Path, required=True, help="output .parquet (read first when it exists)")
     p.add_argument("--format", dest="fmt", default=None, help="force an input adapter (default: detect)")
-    add_scheme_options(p)
-    # --scheme may be given several times here: one timeline column set per scheme
-    for action in p._actions:
-        if action.dest == "scheme":
-            action.nargs, action.default = "+", None
-            action.help = "JSON scheme files (the dashboard's export), one or more; the field options apply to each"
+    add_scheme_options(p, many=True)  # one row per step and scheme
     p.set_defaults(handler=run_timeline)
 
 

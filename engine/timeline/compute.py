@@ -31,7 +31,7 @@ from engine.lint.model import CHECKS
 from engine.lint.runner import run_lints
 from engine.perf import release_free_memory
 from engine.runnable import RunHas, runnable
-from engine.timeline.index import StepIndex, StepSource, index_steps
+from engine.timeline.index import SETTLE_S, StepIndex, StepSource, index_steps
 from engine.timeline.stats import StepView, step_row
 
 # The identifying columns of a timeline row; the statistics follow (engine.timeline.stats).
@@ -97,12 +97,14 @@ def timeline_rows(
     previous: list[dict] | None = None,
     progress: Progress | None = None,
     fmt: str | None = None,
-    settle_s: float | None = None,
+    settle_s: float = SETTLE_S,
+    detect: Callable[[Path], str] | None = None,
     **load_kwargs,
 ) -> Timeline:
     """The timeline of the run at ``path`` under ``schemes`` ({name: config}), reusing ``previous`` rows whose
-    (source, stamp, scheme key) are unchanged. ``progress(fraction, message)`` after each source."""
-    index = index_steps(path, fmt, **({} if settle_s is None else {"settle_s": settle_s}))
+    (source, stamp, scheme key) are unchanged. ``progress(fraction, message)`` after each source; ``settle_s`` and
+    ``detect`` as ``index_steps`` takes them."""
+    index = index_steps(path, fmt, settle_s, detect)
     keys = {name: scheme_key(cfg) for name, cfg in schemes.items()}
     cached: dict[tuple[str, str, str], list[dict]] = {}
     for row in previous or []:

@@ -25,7 +25,7 @@ from pathlib import Path
 from engine.io.adapters import ADAPTERS, get_adapter
 from engine.io.detect import NotRollouts, detect_format
 from engine.io.load import data_files, folder_entries, is_data_name
-from engine.io.reading.steps import path_step
+from engine.io.reading.steps import match_step, path_step
 
 SETTLE_S = 2.0  # a data file modified this recently may still be being written
 
@@ -105,9 +105,9 @@ def looks_like_step_run(folder: Path) -> bool:
         if p.name.startswith("."):
             continue
         if p.is_dir():
-            step_dirs += any(a.step_folder and a.step_folder.fullmatch(p.name) for a in ADAPTERS.values())
+            step_dirs += any(match_step(a.step_folder, p.name) is not None for a in ADAPTERS.values())
         elif is_data_name(p.name):
-            files += any(a.step_file and a.step_file.fullmatch(p.name) for a in ADAPTERS.values())
+            files += any(match_step(a.step_file, p.name) is not None for a in ADAPTERS.values())
     return files >= 2 or step_dirs >= 2
 
 
@@ -138,7 +138,7 @@ def index_steps(
         except (NotRollouts, ValueError, OSError) as e:
             index.unreadable.append((file, str(e)))
             continue
-        step, _ = path_step(file, adapter.step_file, adapter.step_folder, folder)
+        step = path_step(file, adapter.step_file, adapter.step_folder, folder).step
         if step is None:
             loose.append(file)
         else:

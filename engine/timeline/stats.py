@@ -92,19 +92,12 @@ def singleton_group_share(v: StepView) -> float:
 
 
 def advantage_quantiles(v: StepView) -> tuple[float, ...]:
-    """The ``QUANTILES`` of the advantages on trained tokens (NaN each when nothing is trained): order statistics
-    of one sorted copy, linearly interpolated as ``torch.quantile`` does."""
-    a = v.result.advantages[v.loss].sort().values  # (N,) float32, the only copy
-    n = a.numel()
-    if n == 0:
+    """The ``QUANTILES`` of the advantages on trained tokens (NaN each when nothing is trained); float32, no float64
+    copy of the step's tokens."""
+    a = v.result.advantages[v.loss]  # (N,)
+    if a.numel() == 0:
         return tuple(NAN for _ in QUANTILES)
-    out = []
-    for q in QUANTILES:
-        pos = q * (n - 1)
-        lo = math.floor(pos)
-        hi = min(lo + 1, n - 1)
-        out.append(float(a[lo]) + (float(a[hi]) - float(a[lo])) * (pos - lo))
-    return tuple(out)
+    return tuple(torch.quantile(a, torch.tensor(QUANTILES, dtype=a.dtype, device=a.device)).tolist())
 
 
 def _abs_weights(v: StepView) -> torch.Tensor:

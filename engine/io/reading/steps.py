@@ -41,16 +41,26 @@ def match_step(pattern: re.Pattern[str] | None, name: str) -> int | None:
     return step if step < MAX_STEP else None
 
 
+@dataclass(frozen=True)
+class PathStep:
+    """The step a file's path gives: ``step`` (None: the path names none), ``where`` it was read (for messages) and
+    the step ``folder`` it came from (None: the file's own name, or no step), whose files are shards of one step."""
+
+    step: int | None = None
+    where: str = ""
+    folder: Path | None = None
+
+
 def path_step(
     file: Path, step_file: re.Pattern[str] | None, step_folder: re.Pattern[str] | None, root: Path | None
-) -> tuple[int | None, str]:
-    """(step, where it was read) from ``file``'s name, else its nearest step folder.
+) -> PathStep:
+    """The step ``file``'s name gives, else its nearest step folder.
 
     ``root``: the folder the run was opened at (the folders from it down to the file are asked, the root
     included: opening ``step_5/`` itself gives step 5; then ``PARENT_LEVELS`` folders above it: opening
     ``step_5/train/effective/`` too); None for a single file (its ``PARENT_LEVELS`` parents)."""
     if (step := match_step(step_file, file.name)) is not None:
-        return step, f"file name {file.name!r}"
+        return PathStep(step, f"file name {file.name!r}")
     parents = list(file.parents)
     if root is not None and root in parents:  # the folders from the file up to the run folder, then above it
         parents = parents[: parents.index(root) + 1] + list(root.parents)[:PARENT_LEVELS]
@@ -58,8 +68,8 @@ def path_step(
         parents = parents[:PARENT_LEVELS]
     for folder in parents:
         if (step := match_step(step_folder, folder.name)) is not None:
-            return step, f"folder name {folder.name!r}"
-    return None, ""
+            return PathStep(step, f"folder name {folder.name!r}", folder)
+    return PathStep()
 
 
 @dataclass
@@ -79,16 +89,11 @@ class StepCheck:
     log: ProblemLog
     files: list[_FileSteps] = field(default_factory=list)
 
-    def assign(
-        self, file: Path, trajectories: list[Trajectory], step_file, step_folder, root: Path | None, lines
-    ) -> None:
-        """Give the step of ``file``'s path to its trajectories that do not state one; note disagreements and
-        steps that go backwards in the file. ``lines``: each trajectory's (line or None, field prefix: ``[3].`` in a
-        JSON array), where its problems point."""
-        step, where = path_step(file, step_file, step_folder, root)
-        shard = None
-        if step is not None and where.startswith("folder"):
-            shard = next((p for p in file.parents if match_step(step_folder, p.name) == step), None)
+    def assign(self, file: Path, trajectories: list[Trajectory], found: PathStep, lines) -> None:
+        """Give the step ``file``'s path gives (``found``, from ``path_step``) to its trajectories that do not
+        state one; note disagreements and steps that go backwards in the file. ``lines``: each trajectory's (line or
+        None, field prefix: ``[3].`` in a JSON array), where its problems point."""
+        step, where = found.step, found.where
         unknown, disagree, last, back = 0, None, None, None
         unknown_lines: list[tuple[int | None, str]] = []
         for traj, (line, prefix) in zip(trajectories, lines, strict=True):
@@ -120,7 +125,7 @@ class StepCheck:
             )
         steps = {t.step for t in trajectories if t.step is not None}
         ids = frozenset(t.id for t in trajectories)
-        self.files.append(_FileSteps(file, steps, shard, unknown, ids, unknown_lines))
+        self.files.append(_FileSteps(file, steps, found.folder, unknown, ids, unknown_lines))
 
     def resolve(self, trajectories: list[Trajectory]) -> list[Trajectory]:
         """The run's trajectories after the run-level rules (problems logged): every one with an int step, or, where
