@@ -308,6 +308,7 @@ class TimelineView:
     problems: tuple = ()
     pending: tuple = ()
     computed: int = 0
+    index_sources: int = 0  # the step sources the run's folder holds
 
 
 TIMELINE_CACHE_ENV = "CREDITLENS_TIMELINE_CACHE"
@@ -331,7 +332,9 @@ def folder_timeline(folder: Path, cfg: CreditConfig, progress=None) -> TimelineV
     from engine.timeline.store import update_timeline
 
     tl = update_timeline(folder, {"scheme": cfg}, timeline_cache_file(folder, cfg), progress, detect=detect)
-    return TimelineView(pd.DataFrame(tl.rows), tuple(tl.problems), tuple(tl.index.pending), tl.computed)
+    return TimelineView(
+        pd.DataFrame(tl.rows), tuple(tl.problems), tuple(tl.index.pending), tl.computed, len(tl.index.sources)
+    )
 
 
 @per_run(entries=TABLE_ENTRIES)

@@ -123,7 +123,7 @@ def test_a_live_run_shows_new_steps_and_waits_for_a_half_written_one(data_dir):
     slider = step_slider(at)
     assert slider.options == ["1", "2", "3", "4"] and slider.value == 4  # followed the latest
     assert any("step_5.jsonl: its last line is not finished" in c.value for c in at.sidebar.caption)
-    assert any("1 step file(s) computed now" in c.value for c in at.caption)  # the other three from the cache
+    assert any("1 step file(s) computed now; the other 3 came from the timeline cache" in c.value for c in at.caption)
 
 
 def test_open_a_step_from_the_timeline(data_dir):

@@ -131,4 +131,6 @@ if problems or pending:
             st.markdown(md("- {}", p))
 if any(v.computed for v in views.values()):
     computed = max(v.computed for v in views.values())
-    st.caption(f"{computed} step file(s) computed now; the others came from the timeline cache.")
+    cached = first.index_sources - computed
+    rest = f"the other {cached} came from the timeline cache" if cached > 0 else "kept in the timeline cache"
+    st.caption(f"{computed} step file(s) computed now; {rest}.")
