@@ -255,7 +255,7 @@ CONVENTION_WORDS = {
     "rloo_singleton": {"raw": "raw score", "zero": "0", "nan": "NaN"},
     "outcome_tokens": {"broadcast": "broadcast on the mask", "reward_to_go": "reward-to-go from the last token"},
     "whitening": {"verl": "verl (unbiased, re-masked)", "openrlhf": "OpenRLHF (biased, not re-masked)"},
-    "kl_clamp": {"k3": "k3 only", "all": "every estimator"},
+    "kl_clamp": {"k3": "k3 only", "all": "every estimator", "none": "none"},
     "kl_plus_variants": {True: "accepted", False: "refused"},
     "group_sizes": {"any": "any", "equal": "equal only"},
     "maxrl_form": {"skyrl": "÷ (μ + ε)", "prime_rl": "÷ μ, 0 when μ ≤ 0"},

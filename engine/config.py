@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine.kl import KL_NAMES
-from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
+from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold, kl_ratio_level
 from engine.profiles import PROFILES
 
 # KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
@@ -280,9 +280,10 @@ class CreditConfig:
         label="MaxRL form",
     )
     kl_clamp: str | None = convention(
-        "Which KL estimators are clamped to [−10, 10]: k3 (verl: low_var_kl only) or all (OpenRLHF "
-        "compute_approx_kl clamps k1 and k2 too).",
-        choices=("k3", "all"),
+        "Which KL estimators are clamped to [−10, 10]: k3 (verl: low_var_kl only), all (OpenRLHF "
+        "compute_approx_kl clamps k1 and k2 too) or none (TRL: k3 = exp(ref − log π) − (ref − log π) − 1, "
+        "unclamped).",
+        choices=("k3", "all", "none"),
         label="KL clamp",
     )
     kl_plus_variants: bool | None = convention(
@@ -429,7 +430,10 @@ class CreditConfig:
         choices=KL_PENALTY_NAMES,
     )
     kl_loss_ratio_weighted: bool = option(
-        False, "Weigh the KL loss term by the token ratio π_θ/π_old (TRL use_bias_correction_kl, its default)."
+        False,
+        "Weigh the KL loss term by the loss's own ratio (TRL use_bias_correction_kl, its default): π_θ/π_old per "
+        "token, VESPO included; under GSPO (gspo_gradient='row') the row's sequence ratio, differentiated through "
+        "the row.",
     )
     kl_cov_ratio: float = option(
         0.0002,
@@ -627,6 +631,14 @@ class CreditConfig:
             raise ValueError(
                 f"CreditConfig.loss_agg_mode: 'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile "
                 f"{self.profile!r}; profile 'skyrl' has it"
+            )
+        if self.kl_loss_ratio_weighted:
+            kl_ratio_level(self)  # raises where no trainer defines the ratio the KL would be weighted by
+        if self.policy_loss == "vespo" and self.rollout_is == "sequence" and self.profile == "trl":
+            raise ValueError(
+                "CreditConfig.rollout_is: profile 'trl' (TRL 1.16.0 GRPOTrainer.__init__) refuses VESPO with a "
+                "sequence-level vLLM IS mode: 'VESPO loss requires vllm_importance_sampling_mode to be either "
+                "token_truncate or token_mask'"
             )
         if self.policy_loss == "kl_cov" and self.reduction_on_advantages and (self.rollout_is or self.rollout_rs):
             raise ValueError(

@@ -2,8 +2,9 @@
 
 d = logprob − ref_logprob.  k1/kl: d;  abs: |d|;  k2/mse: ½d²;  k3/low_var_kl: x = clamp(−d, ±20),
 clamp(eˣ − x − 1, ±10) (Schulman's unbiased low-variance estimator).  ``name+``: the value of ``name`` with the
-gradient of k2 (straight-through), accepted by verl ≥ PR #6058 only. ``clamp_all`` (OpenRLHF ``compute_approx_kl``)
-clamps every estimator's value to [−10, 10], not only k3's.
+gradient of k2 (straight-through), accepted by verl ≥ PR #6058 only. ``clamp`` says which estimators are clamped:
+``"k3"`` (verl: low_var_kl only, as above), ``"all"`` (OpenRLHF ``compute_approx_kl``: every estimator's value to
+[−10, 10]) or ``"none"`` (TRL's k3, eˣ − x − 1 with x = ref − logprob, no clamp at all).
 In-reward: rewards = scores − β · kl · m, β from a fixed or adaptive controller (Ziegler et al. 2019).
 """
 
@@ -31,22 +32,25 @@ def check_kl_penalty(kind: str, allow_plus: bool = True) -> None:
 
 
 def kl_penalty(
-    logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True, clamp_all: bool = False
+    logprob: torch.Tensor, ref_logprob: torch.Tensor, kind: str, allow_plus: bool = True, clamp: str = "k3"
 ) -> torch.Tensor:
-    """Per-token KL estimate, same shape as the inputs; with ``clamp_all`` every estimator is clamped to ±10."""
+    """Per-token KL estimate, same shape as the inputs; ``clamp``: "k3" (k3's own clamps), "all" (every estimator
+    clamped to ±10), "none" (k3 unclamped, TRL)."""
     check_kl_penalty(kind, allow_plus)
-    if clamp_all and not kind.endswith("+"):
+    if clamp == "all" and not kind.endswith("+"):
         return kl_penalty(logprob, ref_logprob, kind).clamp(min=-10, max=10)
     d = logprob - ref_logprob
     if kind.endswith("+"):  # the value of the estimator, the gradient of k2
         k2 = 0.5 * d.square()
-        return k2 - k2.detach() + kl_penalty(logprob, ref_logprob, kind[:-1]).detach()
+        return k2 - k2.detach() + kl_penalty(logprob, ref_logprob, kind[:-1], clamp=clamp).detach()
     if kind in ("kl", "k1"):
         return d
     if kind == "abs":
         return d.abs()
     if kind in ("mse", "k2"):
         return 0.5 * d.square()
+    if clamp == "none":  # TRL: exp(ref - lp) - (ref - lp) - 1
+        return torch.exp(-d) - (-d) - 1
     x = torch.clamp(-d, min=-20, max=20)  # low_var_kl, k3
     return torch.clamp(torch.exp(x) - x - 1, min=-10, max=10)
 
@@ -73,11 +77,11 @@ def apply_kl_penalty(
     target: float = 0.1,
     horizon: float = 10000.0,
     allow_plus: bool = True,
-    clamp_all: bool = False,
+    clamp: str = "k3",
 ) -> KLPenalty:
     """rewards = scores − β·kl·m; current_kl = mean over rows of the row's masked mean KL; then the controller
     update β ← β·(1 + clip(current_kl/target − 1, ±0.2)·B/horizon) when adaptive."""
-    kld = kl_penalty(old_log_probs, ref_log_probs, kind, allow_plus, clamp_all) * mask
+    kld = kl_penalty(old_log_probs, ref_log_probs, kind, allow_plus, clamp) * mask
     rewards = token_level_scores - beta * kld
     current = float(masked_mean(kld, mask, dim=-1).mean())
     beta_next = beta

@@ -174,8 +174,9 @@ class PolicyGradient:
     """ratio [B, T]: the ratio the loss clips (GSPO: the row's sequence ratio); clipped [B, T] bool: the policy
     gradient is cut at this token; grad [B, T]: ∂loss_t/∂log π_t before aggregation and IS weights (geo_mean:
     after, its own row mean); aggregated: whether ``grad`` already holds the aggregation; penalty [B, T]: the
-    penalty terms' gradient, aggregated with the loss; kl [B, T]: the KL loss term's gradient aggregated on its own
-    (``kl_loss_agg`` other than ``"loss"``), on its own mask."""
+    penalty terms' gradient, aggregated with the loss; kl [B, T]: the KL loss term's gradient, aggregated already:
+    with its own weights on its own mask (``kl_loss_agg`` other than ``"loss"``), or with the loss's weights where
+    the row's sequence ratio couples its tokens (``kl_ratio_level``)."""
 
     ratio: torch.Tensor
     clipped: torch.Tensor
@@ -235,7 +236,7 @@ def policy_gradient(
     ``kl_loss_ratio_weighted``; every estimator clamped to ±10 under ``kl_clamp="all"``), outside the IS weights.
     Under ``kl_loss_agg`` other than ``"loss"`` the KL term is aggregated here (``kl_loss_weights`` on ``kl_mask``,
     default ``mask``; ``rows``: the trainer's row count where rows were dropped) and comes back as ``kl``, not in
-    ``penalty``."""
+    ``penalty``; so does a KL term weighted by GSPO's sequence ratio (aggregated with ``agg``)."""
     pg = _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg)
     grad, clipped, penalty = pg.grad, pg.clipped, None
     if cfg.off_policy_mask_threshold is not None:  # TRL OPSM: drop rows with A < 0 that drifted too far
@@ -250,21 +251,59 @@ def policy_gradient(
     if cfg.kl_loss_coef:
         if ref_log_prob is None:
             raise ValueError("kl_loss_coef needs the reference policy's log-probs (ref_log_probs); the run lacks them")
-        with torch.enable_grad():
-            lp = log_prob.detach().requires_grad_(True)
-            kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type, clamp_all=cfg.kl_clamp == "all")
-            if cfg.kl_loss_ratio_weighted:
-                if cfg.policy_loss in ("gspo", "geo_mean", "vespo"):
-                    raise ValueError("kl_loss_ratio_weighted weighs the KL by the token ratio: not with a row ratio")
-                kl = kl * torch.exp(lp - old_log_prob)
-            (dkl,) = torch.autograd.grad(kl.sum(), lp)
-        term = cfg.kl_loss_coef * dkl
-        if cfg.kl_loss_agg != "loss":  # SkyRL, OpenRLHF: the KL term's own aggregation, on its own mask
-            own_mask = kl_mask if kl_mask is not None else mask
-            weights = kl_loss_weights(own_mask, rows, cfg.kl_loss_agg)
-            return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty, term * weights)
+        own = cfg.kl_loss_agg != "loss"  # SkyRL, OpenRLHF: the KL term's own aggregation, on its own mask
+        weights = kl_loss_weights(kl_mask if kl_mask is not None else mask, rows, cfg.kl_loss_agg) if own else agg
+        row_ratio = cfg.kl_loss_ratio_weighted and kl_ratio_level(cfg) == "sequence"
+        if row_ratio and weights is None:
+            raise ValueError("a KL term weighted by the sequence ratio needs the aggregation weights")
+        term = cfg.kl_loss_coef * _kl_loss_gradient(
+            log_prob, old_log_prob, ref_log_prob, mask, cfg, weights if row_ratio else None
+        )
+        if own or row_ratio:  # aggregated here: with its own weights, or through the row's ratio (TRL's GSPO)
+            kl = term if row_ratio else term * weights
+            return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty, kl)
         penalty = term if penalty is None else penalty + term
     return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty)
+
+
+def kl_ratio_level(cfg) -> str:
+    """The ratio TRL's ``use_bias_correction_kl`` (``kl_loss_ratio_weighted``) weighs the KL term with: the loss's
+    own ``coef_1``, "token" (π_θ/π_old per token: the token-level losses, VESPO at TRL's default token level) or
+    "sequence" (GSPO: the row's s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)), differentiated through the row). Raises
+    where no trainer defines it: geo_mean (verl), and GSPO with its ratio carried by each token's own log-prob
+    (``gspo_gradient="own_token"``, verl and SkyRL, which have no ratio-weighted KL)."""
+    if cfg.policy_loss == "geo_mean":
+        raise ValueError(
+            "CreditConfig.kl_loss_ratio_weighted: geo_mean's ratio is the row's clipped geometric mean; no trainer "
+            "weighs a KL term by it (TRL's use_bias_correction_kl weighs by its own loss's ratio)"
+        )
+    if cfg.policy_loss != "gspo":
+        return "token"
+    if cfg.gspo_gradient != "row":
+        raise ValueError(
+            f"CreditConfig.kl_loss_ratio_weighted: profile {cfg.profile!r}'s GSPO carries the sequence ratio on each "
+            f"token's own log-prob (gspo_gradient='own_token'), and its trainer has no ratio-weighted KL; TRL's "
+            f"(profile 'trl', gspo_gradient='row') weighs the KL by the row's sequence ratio"
+        )
+    return "sequence"
+
+
+def _kl_loss_gradient(log_prob, old_log_prob, ref_log_prob, mask, cfg, weights) -> torch.Tensor:
+    """∂/∂log π of the KL term KL(π_θ‖π_ref) per token [B, T] (``kl_loss_type``, clamped per ``kl_clamp``), times
+    the ratio under ``kl_loss_ratio_weighted`` (``kl_ratio_level``). With ``weights`` [B, T] (the sequence ratio:
+    the row's tokens are coupled through s_i), the gradient of Σ_t weights_t·KL_t·s_i, aggregated."""
+    with torch.enable_grad():
+        lp = log_prob.detach().requires_grad_(True)
+        kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type, clamp=cfg.kl_clamp)
+        if cfg.kl_loss_ratio_weighted:
+            if kl_ratio_level(cfg) == "sequence":  # TRL: coef_1 = exp(Σ_t m·log ρ / max(n, 1)), (B, 1)
+                n = mask.sum(-1, keepdim=True).clamp(min=1.0)
+                kl = kl * torch.exp(((lp - old_log_prob) * mask).sum(-1, keepdim=True) / n)
+            else:
+                kl = kl * torch.exp(lp - old_log_prob)
+        total = kl.sum() if weights is None else (kl * weights).sum()
+        (dkl,) = torch.autograd.grad(total, lp)
+    return dkl
 
 
 def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, agg) -> PolicyGradient:
@@ -307,7 +346,7 @@ def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, 
     if loss == "gpg":
         return PolicyGradient(torch.ones_like(A), torch.zeros_like(A, dtype=torch.bool), -A)
     if loss == "vespo":
-        return _vespo(log_ratio, A, mask, cfg.vespo_params, is_weights, agg)
+        return _vespo(log_ratio, A, mask, cfg.vespo_params, is_weights, agg, sequence_is=cfg.rollout_is == "sequence")
     if loss == "kl_cov":
         return _kl_cov(log_prob, log_ratio, A, mask, cfg, agg)
     if loss == "geo_mean":
@@ -345,17 +384,24 @@ def _trust_region(log_prob, old_log_prob, A, lo, hi, loss) -> torch.Tensor:
     return ~(((A > 0) & (dp > 0) & (bkl > hi)) | ((A < 0) & (dp < 0) & (bkl > lo)))
 
 
-def _vespo(log_ratio, A, mask, params, is_weights, agg) -> PolicyGradient:
+def _vespo(log_ratio, A, mask, params, is_weights, agg, sequence_is: bool = False) -> PolicyGradient:
     """TRL's VESPO: −sg(φ_i)·A·log π with the row's gamma weight φ(w) = e^λ·w^k·e^{−λw}, w = the row's product
-    ratio Σ_t clamp(log ρ_t, ±20) (plus Σ_t log of the IS weight, clamped to [log 1e-8, 20]: the IS weight enters
-    w, not the loss), log w clamped to [log 1e-8, 20]; (k, λ) = (k_pos, λ_pos) where A ≥ 0, else (k_neg, λ_neg)."""
+    ratio Σ_t clamp(log ρ_t, ±20) (plus the log of the IS weight, clamped to [log 1e-8, 20]: the IS weight enters
+    w, not the loss; summed over the row's tokens for token-level IS, counted once for a sequence-level weight, as
+    ``get_gamma_weights`` sums a [B, 1] ratio), log w clamped to [log 1e-8, 20]; (k, λ) = (k_pos, λ_pos) where
+    A ≥ 0, else (k_neg, λ_neg)."""
     if agg is None:
         raise ValueError("vespo needs the aggregation weights")
     k_pos, lam_pos, k_neg, lam_neg = params
     floor = math.log(1e-8)
     log_w = (log_ratio.clamp(-SAFETY, SAFETY) * mask).sum(-1, keepdim=True)
     if is_weights is not None:
-        log_w = log_w + (torch.log(is_weights).clamp(floor, SAFETY) * mask).sum(-1, keepdim=True)
+        log_is = torch.log(is_weights).clamp(floor, SAFETY)
+        if sequence_is:  # one weight per row, broadcast over its tokens: its log once (0 for an empty row)
+            top = log_is.masked_fill(~mask.bool(), -torch.inf).amax(-1, keepdim=True)
+            log_w = log_w + torch.where(torch.isinf(top), 0.0, top)
+        else:
+            log_w = log_w + (log_is * mask).sum(-1, keepdim=True)
     log_w = log_w.clamp(floor, SAFETY)
     nonneg = A >= 0
     k = torch.where(nonneg, k_pos, k_neg)

@@ -214,6 +214,7 @@ PROFILES: dict[str, Profile] = {
             gspo_gradient="row",
             cispo_clip="epsilon_high",
             rollout_rs_masks_advantages=False,
+            kl_clamp="none",
         ),
         # OpenRLHF's experience maker: baseline the scalar reward, then per-token KL, then cumulative returns.
         VERL.derive(

@@ -132,7 +132,7 @@ def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, 
             raise ValueError("use_kl_in_reward needs old_log_probs and ref_log_probs; the run lacks them")
         pen = apply_kl_penalty(
             scores.scores, batch.old_log_probs, batch.ref_log_probs, masks.state, cfg.kl_penalty, cfg.kl_coef,
-            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants, cfg.kl_clamp == "all",
+            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants, cfg.kl_clamp,
         )  # fmt: skip
         metrics = {"kl": pen.current_kl, "kl_coef": pen.beta, "kl_coef_next": pen.beta_next}
         return Rewards(pen.token_level_rewards, pen.kl, metrics)
@@ -147,7 +147,7 @@ def shown_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, mas
     if batch.old_log_probs is None or batch.ref_log_probs is None:
         return torch.zeros_like(scores.scores)
     kl = kl_penalty(
-        batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants, cfg.kl_clamp == "all"
+        batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants, cfg.kl_clamp
     ).detach()
     return kl.mul_(masks.state)  # kl_penalty returns a new tensor: masked in place, no second [B, T]
 

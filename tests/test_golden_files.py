@@ -27,9 +27,9 @@ def _commit(reference: dict) -> str:
 
 
 def test_the_set_is_bundled() -> None:
-    assert len(FILES) == 41
-    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 675
-    assert "675 cases in 41 files." in README
+    assert len(FILES) == 42
+    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 698
+    assert "698 cases in 42 files." in README
 
 
 @pytest.mark.parametrize("name", FILES)

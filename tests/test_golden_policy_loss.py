@@ -11,6 +11,8 @@ named, with the reason, in ``NOT_REPRODUCED``; a new case is never skipped silen
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from golden_utils import REFERENCE_ERRORS, assert_golden, golden_cases, is_error, load_golden, tensor
@@ -182,17 +184,19 @@ def _openrlhf(p: dict) -> CreditConfig:
     return CreditConfig(**kw)
 
 
-def _trl(p: dict) -> CreditConfig:
+def _trl(p: dict, profile: str = "trl") -> CreditConfig:
     """TRL GRPOTrainer._compute_loss: loss_type → the policy loss and (``trl_loss_agg``) the aggregation;
-    importance_sampling_level sequence = gspo; delta = clip_ratio_c; vLLM IS mode = rollout_is × rollout_is_mode,
-    clip_min/clip_max = the threshold; vespo k/lambda = vespo_params; off_policy_mask_threshold; beta =
-    kl_loss_coef (k3 = low_var_kl), use_bias_correction_kl = kl_loss_ratio_weighted."""
+    importance_sampling_level sequence = gspo (VESPO stays vespo: its own weight is per row whatever the level);
+    delta = clip_ratio_c; vLLM IS mode = rollout_is × rollout_is_mode, clip_min/clip_max = the threshold; vespo
+    k/lambda = vespo_params; off_policy_mask_threshold; beta = kl_loss_coef (k3 = low_var_kl, unclamped under the
+    profile's kl_clamp="none"), use_bias_correction_kl = kl_loss_ratio_weighted (the loss's own ratio: per token, or
+    GSPO's sequence ratio)."""
     lt = p["loss_type"]
     loss = {"cispo": "cispo", "sapo": "sapo", "vespo": "vespo"}.get(
         lt, "gspo" if p["importance_sampling_level"] == "sequence" else "vanilla"
     )
     kw = dict(
-        profile="trl",
+        profile=profile,
         policy_loss=loss,
         clip_ratio_low=p["epsilon_low"],
         clip_ratio_high=p["epsilon_high"],
@@ -323,6 +327,7 @@ def _tensors(file: str, x: dict):
 CONFIGS = {
     "openrlhf_policy_loss.json": lambda c: _openrlhf(c["params"]),
     "trl_policy_loss.json": lambda c: _trl(c["params"]),
+    "trl_policy_sequence.json": lambda c: _trl(c["params"]),
     "skyrl_policy_loss.json": lambda c: _skyrl(c["params"]),
     "primerl_policy_loss.json": lambda c: _primerl(c["params"]),
 }
@@ -345,6 +350,14 @@ def _not_reproduced(file: str, c: dict) -> str | None:
                 "the KL loss's unbiased_gradient: the estimator's value forward, a straight-through gradient "
                 "min(π_θ/π_old, 10)·(log π_θ − log π_ref) (detached ratio); no convention for it yet"
             )
+    elif file == "trl_policy_sequence.json" and c["name"].startswith("compute_loss/"):
+        return (
+            "TRL's constructor refuses VESPO with a sequence-level vLLM IS mode (the init/ cases), so profile 'trl' "
+            "does too; _compute_loss's numbers are checked under profile 'verl' "
+            "(test_vespo_counts_a_sequence_is_weight_once)"
+        )
+    elif file == "trl_policy_sequence.json" and c["outputs"].get("passed_vespo_check"):
+        return "TRL's constructor passed its VESPO check: no loss (test_trl_accepts_what_its_constructor_accepts)"
     elif c["inputs"].get("rl_weights") is not None:
         return "rl_weights: per-token loss weights (and a weight-0 token out of rl_scale) the batch has no field for"
     return None
@@ -353,6 +366,7 @@ def _not_reproduced(file: str, c: dict) -> str | None:
 OTHER_FILES = {  # file: (cases, reproduced, refused)
     "openrlhf_policy_loss.json": (46, 42, 3),
     "trl_policy_loss.json": (33, 33, 0),
+    "trl_policy_sequence.json": (23, 15, 2),
     "skyrl_policy_loss.json": (50, 46, 0),
     "primerl_policy_loss.json": (18, 17, 0),
 }
@@ -370,7 +384,7 @@ def test_other_trainers_cases_are_reproduced_or_named(file: str) -> None:
     named = [c for c in cases if _not_reproduced(file, c)]
     refused = [c for c in cases if is_error(c) and c not in named]
     assert (len(cases), len(cases) - len(named) - len(refused), len(refused)) == OTHER_FILES[file]
-    assert all("grad_log_prob" in c["outputs"] or "error" in c["outputs"] for c in cases)
+    assert all({"grad_log_prob", "error", "passed_vespo_check"} & set(c["outputs"]) for c in cases)
 
 
 @pytest.mark.parametrize("file, case", OTHER_CASES)
@@ -390,6 +404,33 @@ def test_other_trainers_policy_loss_gradient(file: str, case: dict) -> None:
         weights = corr.weights[:, : expected.shape[-1]]
         seen = mask.bool() if expected.shape[-1] == mask.shape[-1] else mask.bool().any(-1, keepdim=True)
         assert_golden(weights, expected, mask=seen, what="vLLM IS ratio")
+
+
+TRL_SEQUENCE = "trl_policy_sequence.json"
+
+
+@pytest.mark.parametrize("case", golden_cases(TRL_SEQUENCE, lambda c: c["name"].startswith("compute_loss/")))
+def test_vespo_counts_a_sequence_is_weight_once(case: dict) -> None:
+    """VESPO's w takes the log of a sequence-level IS weight once per row (TRL's ``get_gamma_weights`` sums a [B, 1]
+    ratio), not once per token. TRL's constructor refuses the combination, so the maths is checked under profile
+    'verl', where it is a what-if."""
+    with pytest.raises(ValueError, match="token_truncate or token_mask"):
+        _trl(case["params"])
+    cfg = _trl(case["params"], profile="verl")
+    lp, old, rollout, adv, mask, ref, group_ids = _tensors(TRL_SEQUENCE, case["inputs"])
+    _, _, grad = _engine_grad(cfg, lp, old, rollout, adv, mask, ref, group_ids)
+    assert_golden(grad, case["outputs"]["grad_log_prob"], what="d loss / d log_prob")
+
+
+@pytest.mark.parametrize("case", golden_cases(TRL_SEQUENCE, lambda c: c["name"].startswith("init/")))
+def test_trl_accepts_what_its_constructor_accepts(case: dict) -> None:
+    """GRPOTrainer.__init__ refuses VESPO with a sequence-level vLLM IS mode and lets the token modes through; the
+    trl profile draws the same line."""
+    if is_error(case):
+        with pytest.raises(ValueError, match="token_truncate or token_mask"):
+            _trl(case["params"])
+    else:
+        assert _trl(case["params"]).rollout_is == "token"
 
 
 @pytest.mark.parametrize("case", golden_cases("verl_policy_loss_vanilla.json"))
@@ -426,7 +467,7 @@ def test_the_gradient_is_the_derivative_of_the_loss_value(case: dict) -> None:
         dict(
             profile="trl",
             policy_loss="vespo",
-            rollout_is="sequence",
+            rollout_is="token",  # TRL refuses VESPO with a sequence-level IS weight (trl_policy_sequence.json)
             rollout_is_mode="mask",
             rollout_is_threshold="0.5_3",
             off_policy_mask_threshold=0.01,
@@ -545,3 +586,29 @@ def test_openrlhf_kl_loss_is_a_clamped_token_mean(mode: str) -> None:
     cfg = CreditConfig(profile="openrlhf", group_sizes="any", loss_agg_mode=mode, kl_loss_coef=0.3, kl_loss_type="k1")
     pg = policy_gradient(lp, lp, torch.zeros(2, 3), mask, cfg, ref_log_prob=ref)
     torch.testing.assert_close(pg.kl, torch.tensor([[0.075, 0.0, 0.0], [0.0, 0.075, 0.0]]))
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(profile="verl", policy_loss="gspo"), r"profile 'verl'.*own_token"),
+        (dict(profile="skyrl", policy_loss="gspo"), r"profile 'skyrl'.*own_token"),
+        (dict(profile="trl", policy_loss="geo_mean"), r"geo_mean's ratio"),
+    ],
+)
+def test_a_kl_weighted_by_a_ratio_no_trainer_defines_is_refused(fields: dict, message: str) -> None:
+    """TRL weighs its KL by its loss's own ratio; where no trainer has such a ratio-weighted KL the scheme is
+    refused when it is made, naming the profile, not when it is computed."""
+    with pytest.raises(ValueError, match=message):
+        CreditConfig(kl_loss_coef=0.04, kl_loss_ratio_weighted=True, **fields)
+    CreditConfig(kl_loss_coef=0.04, kl_loss_ratio_weighted=False, **fields)  # the plain KL term is fine
+
+
+def test_trl_k3_is_unclamped_and_verl_k3_is_clamped() -> None:
+    """ref − log π = 12: TRL's k3 is e¹² − 12 − 1 (about 162742), verl's low_var_kl stops at 10."""
+    from engine.kl import kl_penalty
+
+    lp, ref = torch.tensor([-12.5]), torch.tensor([-0.5])
+    assert kl_penalty(lp, ref, "low_var_kl", clamp="none").item() == pytest.approx(math.exp(12.0) - 13.0, rel=1e-6)
+    assert kl_penalty(lp, ref, "low_var_kl").item() == 10.0
+    assert CreditConfig(profile="trl").kl_clamp == "none"

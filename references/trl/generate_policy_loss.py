@@ -305,6 +305,8 @@ def _run(reads, p, v):
     if p["path"] == "generate":
         inputs = _generate_batch(reads, p, v, gen_metrics)
         inputs["advantages"] = v["row_advantages"].clone()
+        if p["beta"] != 0.0:  # the generation computes ref_per_token_logps from the ref model: the fixture's
+            inputs["ref_per_token_logps"] = v["ref"].clone()
     else:
         inputs = _direct_batch(p, v)
     log_prob = v["log_prob"].clone().requires_grad_(True)
