@@ -17,6 +17,7 @@ from engine.config import FIELD_HELP
 from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
 from engine.policy import RS_OPTIONS
+from engine.policy_losses import get_policy_loss
 from engine.profiles import PROFILES
 from engine.registry import get_estimator
 
@@ -433,32 +434,57 @@ def _scheme_controls(info: RunInfo):
     return cfg
 
 
+# The number fields a policy loss may read (``engine.policy_losses``: each registration's ``reads``), with their
+# widget's label and bounds; the sidebar shows those the chosen loss reads, in this order.
+LOSS_WIDGETS: dict[str, tuple[str, dict]] = {
+    "clip_ratio_low": ("ε low", dict(min_value=config.bounds("clip_ratio_low")[0],
+                                     max_value=config.bounds("clip_ratio_low")[1], step=0.01)),
+    "clip_ratio_high": ("ε high", dict(min_value=0.0, step=0.01)),
+    "clip_ratio_c": ("Dual clip c", dict(min_value=1.01, step=0.5)),
+    "tau_pos": ("SAPO τ (A > 0)", dict(min_value=0.01, step=0.05)),
+    "tau_neg": ("SAPO τ (A < 0)", dict(min_value=0.01, step=0.05)),
+    "kl_cov_ratio": (config.label("kl_cov_ratio"), dict(min_value=config.bounds("kl_cov_ratio")[0],
+                     max_value=config.bounds("kl_cov_ratio")[1], step=0.0001, format="%g")),
+    "ppo_kl_coef": (config.label("ppo_kl_coef"), dict(min_value=0.0, step=0.05)),
+    "kl_tau": ("KL τ (log ρ)²", dict(min_value=0.0, step=0.01)),
+}  # fmt: skip
+
+
+def loss_option(name: str) -> str:
+    """A policy loss in the selector: its name and its label."""
+    return f"{name} · {get_policy_loss(name).label}"
+
+
+def loss_help(loss) -> str:
+    """The loss selector's help: the chosen loss in words, what it computes (its docstring's first sentence), the
+    trainer code it reproduces and the fields it reads; then the field's own help."""
+    summary = (loss.fn.__doc__ or "").split("\n\n")[0].replace("\n", " ").replace("``", "`")
+    reads = ", ".join(f"`{f}`" for f in loss.reads) or "nothing beyond A"
+    return (
+        f"**{loss.label}** (`{loss.name}`): {summary}\n\nReproduces {loss.reference}. Reads {reads}.\n\n"
+        f"{FIELD_HELP['policy_loss']}"
+    )
+
+
 def _policy_controls(info: RunInfo) -> None:
     """The policy-loss stage: which loss, its clip bounds, and (when the run has the rollout engine's log-probs
     beside the trainer's) the ratio's base and the rollout correction."""
     ss = st.session_state
     st.markdown("**Policy loss**", help="What each token's gradient is after the advantage (Token view: gradient "
                 "weight, PPO ratio, IS weight, train/inference mismatch).")  # fmt: skip
+    loss = get_policy_loss(ss[cfg_key("policy_loss")])
     st.selectbox(
         "Loss",
         config.choices("policy_loss"),
         key=cfg_key("policy_loss"),
-        help=FIELD_HELP["policy_loss"],
+        format_func=loss_option,
+        help=loss_help(loss),
     )
-    c1, c2 = st.columns(2)
-    c1.number_input("ε low", *config.bounds("clip_ratio_low"), step=0.01, key=cfg_key("clip_ratio_low"),
-                    help=FIELD_HELP["clip_ratio_low"])  # fmt: skip
-    c2.number_input("ε high", min_value=0.0, step=0.01, key=cfg_key("clip_ratio_high"),
-                    help=FIELD_HELP["clip_ratio_high"])  # fmt: skip
-    if ss[cfg_key("policy_loss")] == "vanilla":
-        st.number_input("Dual clip c", min_value=1.01, step=0.5, key=cfg_key("clip_ratio_c"),
-                        help=FIELD_HELP["clip_ratio_c"])  # fmt: skip
-    if ss[cfg_key("policy_loss")] == "kl_cov":
-        c1, c2 = st.columns(2)
-        c1.number_input(config.label("kl_cov_ratio"), *config.bounds("kl_cov_ratio"), step=0.0001, format="%g",
-                        key=cfg_key("kl_cov_ratio"), help=FIELD_HELP["kl_cov_ratio"])  # fmt: skip
-        c2.number_input(config.label("ppo_kl_coef"), min_value=0.0, step=0.05, key=cfg_key("ppo_kl_coef"),
-                        help=FIELD_HELP["ppo_kl_coef"])  # fmt: skip
+    shown = [f for f in LOSS_WIDGETS if f in loss.reads]  # the loss's own fields, as its registration lists them
+    for pair in (shown[i : i + 2] for i in range(0, len(shown), 2)):
+        for col, name in zip(st.columns(2), pair, strict=False):
+            label, kwargs = LOSS_WIDGETS[name]
+            col.number_input(label, key=cfg_key(name), help=FIELD_HELP[name], **kwargs)
     if not info.has_rollout_log_probs:
         st.caption(
             "This run has no rollout-engine log-probs beside the trainer's: the ratio is 1 (the first mini-batch) "

@@ -382,3 +382,38 @@ def pipeline_code() -> tuple[StageCode, ...]:
         ("(4) weigh_loss: what the loss does with the advantages", stages.weigh_loss),
     )
     return tuple(StageCode(title, inspect.getdoc(fn).split("\n\n")[0], inspect.getsource(fn)) for title, fn in parts)
+
+
+@dataclass(frozen=True)
+class LossCode:
+    """One registered policy loss as the Learn page shows it: name, label, LaTeX formula, the fields it reads, the
+    trainer code it reproduces, the golden files that check it, the docstring's first paragraph, its source."""
+
+    name: str
+    label: str
+    formula: str
+    reads: tuple[str, ...]
+    reference: str
+    checked_by: tuple[str, ...]
+    summary: str
+    source: str
+
+
+@functools.cache
+def policy_loss_code() -> tuple[LossCode, ...]:
+    """Every registered policy loss (``engine.policy_losses``), in registration order, with its own source."""
+    from engine import list_policy_losses
+
+    return tuple(
+        LossCode(
+            loss.name,
+            loss.label,
+            loss.formula,
+            loss.reads,
+            loss.reference,
+            loss.checked_by,
+            inspect.getdoc(loss.fn).split("\n\n")[0],
+            inspect.getsource(loss.fn),
+        )
+        for loss in list_policy_losses()
+    )

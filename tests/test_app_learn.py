@@ -173,6 +173,22 @@ def test_learn_page_shows_the_pipeline_code_from_the_engine() -> None:
     ]
 
 
+def test_learn_page_lists_every_policy_loss_with_its_formula_and_code() -> None:
+    """The registry's losses, each with its LaTeX, reference and source; the sidebar's choice is the one opened."""
+    from engine import list_policy_losses
+    from engine.policy_losses import sapo_loss
+
+    at = new_app({"run": "python_tool_two_rollouts", "page": "learn", "scheme": "grpo,pol:sapo"})
+    at.run()
+    at.switch_page(PAGES["learn"]).run()
+    no_errors(at, "learn policy losses")
+    losses = [e for e in at.expander if e.label.startswith("`")]
+    assert [e.label.split("`")[1] for e in losses] == [loss.name for loss in list_policy_losses()]
+    assert [e.label for e in losses if e.proto.expanded] == ["`sapo` · SAPO (soft gate) · the sidebar's choice"]
+    assert inspect_source(sapo_loss).rstrip() in [c.value.rstrip() for c in at.code]
+    assert {f"$$\n{loss.formula}\n$$" for loss in list_policy_losses()} <= {x.value for x in at.latex}
+
+
 def inspect_source(fn) -> str:
     import inspect
 

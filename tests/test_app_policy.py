@@ -134,3 +134,20 @@ def test_a_profile_that_refuses_a_chosen_value_resets_it_and_says_so() -> None:
     ]
     at.run()  # said once
     assert not at.sidebar.warning
+
+
+def test_the_sidebar_shows_the_chosen_loss_with_its_own_help_and_fields() -> None:
+    """The loss selector's help is the chosen loss's (its label, what it computes, what it reproduces and reads),
+    and the sidebar shows the number fields that loss reads (its registration's ``reads``), not the others'."""
+    at = _tokens("grpo,pol:sapo")
+    loss = at.sidebar.selectbox(key=cfg_key("policy_loss"))
+    assert loss.value == "sapo" and "**SAPO (soft gate)**" in loss.help and "`tau_pos`" in loss.help
+    shown = {w.key for w in at.sidebar.number_input}
+    assert {cfg_key("tau_pos"), cfg_key("tau_neg")} <= shown
+    assert not {cfg_key("clip_ratio_low"), cfg_key("clip_ratio_c")} & shown
+    loss.set_value("vanilla").run()
+    no_errors(at, "vanilla")
+    shown = {w.key for w in at.sidebar.number_input}
+    assert {cfg_key("clip_ratio_low"), cfg_key("clip_ratio_high"), cfg_key("clip_ratio_c")} <= shown
+    assert cfg_key("tau_pos") not in shown
+    assert "PPO clip" in at.sidebar.selectbox(key=cfg_key("policy_loss")).help

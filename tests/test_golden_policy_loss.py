@@ -612,3 +612,42 @@ def test_trl_k3_is_unclamped_and_verl_k3_is_clamped() -> None:
     assert kl_penalty(lp, ref, "low_var_kl", clamp="none").item() == pytest.approx(math.exp(12.0) - 13.0, rel=1e-6)
     assert kl_penalty(lp, ref, "low_var_kl").item() == 10.0
     assert CreditConfig(profile="trl").kl_clamp == "none"
+
+
+def test_each_loss_names_the_golden_files_that_check_it() -> None:
+    """A registered loss's ``checked_by`` (the README's loss table) is exactly the golden files with a reproduced
+    case under that loss, as the mappings above read them."""
+    from collections import defaultdict
+
+    from engine.policy_losses import list_policy_losses
+
+    seen: dict[str, set[str]] = defaultdict(set)
+    for c in load_golden(VERL)["cases"]:
+        if not is_error(c):
+            seen[_config(c["params"]).policy_loss].add(VERL)
+    seen["vanilla"].add("verl_policy_loss_vanilla.json")  # test_the_gradient_is_the_derivative_of_the_loss_value
+    for file in OTHER_FILES:
+        for c in load_golden(file)["cases"]:
+            if not _not_reproduced(file, c) and not is_error(c):
+                seen[CONFIGS[file](c).policy_loss].add(file)
+    assert {loss.name: set(loss.checked_by) for loss in list_policy_losses()} == dict(seen)
+
+
+def test_the_registry_refuses_a_second_loss_of_one_name_and_an_unknown_name() -> None:
+    from engine.policy_losses import get_policy_loss, register_policy_loss
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_policy_loss("gpg", label="x", formula="x", reads=(), reference="x", checked_by=())(lambda i, c: None)
+    with pytest.raises(ValueError, match="is not one of"):
+        get_policy_loss("ppo2")
+    with pytest.raises(ValueError, match=r"CreditConfig.policy_loss: 'ppo2' is not one of"):
+        CreditConfig(policy_loss="ppo2")
+
+
+def test_every_field_a_loss_reads_is_a_scheme_field() -> None:
+    import dataclasses
+
+    from engine.policy_losses import list_policy_losses
+
+    fields = {f.name for f in dataclasses.fields(CreditConfig)}
+    assert {f for loss in list_policy_losses() for f in loss.reads} <= fields

@@ -22,6 +22,15 @@ def test_readme_estimator_table_is_made_from_the_registry() -> None:
     assert table.count("\n") == len(list_estimators()) + 1
 
 
+def test_readme_policy_loss_table_is_made_from_the_registry() -> None:
+    from engine import list_policy_losses
+    from engine.policy_losses import policy_loss_table
+
+    table = policy_loss_table()
+    assert table in README, "README's loss table is stale: paste engine.policy_losses.policy_loss_table() there"
+    assert table.count("\n") == len(list_policy_losses()) + 1 == 13
+
+
 def test_every_estimator_names_only_known_needs_and_kinds() -> None:
     for e in list_estimators():
         assert set(e.requires) <= set(NEEDS), e.name

@@ -499,3 +499,20 @@ with tab_c:
         st.markdown(part.summary.replace("``", "`"))
         with st.expander("Show the code", expanded=False):
             st.code(part.source, language="python")
+    st.markdown(
+        "## The policy losses stage 4 can apply\n"
+        "After the aggregation weights, the policy loss decides each token's gradient: "
+        "`grad_weight = −a_t · w_t · g_t`, with g below (ρ = π_θ/π_old, ε the clip range, c the dual clip), a_t the "
+        "aggregation weight and w_t the rollout-correction weight. Every loss is one registered function "
+        "(`engine/policy_losses.py`); the sidebar's choice is open."
+    )
+    chosen = ctx.config.policy_loss
+    for loss in teach.policy_loss_code():
+        mark = " · the sidebar's choice" if loss.name == chosen else ""
+        with st.expander(f"`{loss.name}` · {loss.label}{mark}", expanded=loss.name == chosen):
+            st.latex(loss.formula)
+            st.markdown(loss.summary.replace("``", "`"))
+            reads = ", ".join(f"`{f}`" for f in loss.reads) or "nothing beyond the advantage"
+            checked = ", ".join(f"`{f}`" for f in loss.checked_by)
+            st.caption(f"Reproduces {loss.reference}. Reads {reads}. Checked against {checked}.")
+            st.code(loss.source, language="python")
