@@ -5,9 +5,12 @@ correction weight and a_t the aggregation weight (``engine.aggregation``), the l
 log π_θ is ∂L/∂log π_t = a_t · w_t · g_t; ``grad_weight`` = −∂L/∂log π_t (positive: the token's probability goes up).
 
 * ``vanilla`` (PPO clip, clip-higher, dual clip; ``core_algos.compute_policy_loss_vanilla``): g = −A·ρ where the
-  unclipped term is the one taken — A > 0 and ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip) — else 0.
-* ``gspo``: the ratio is the row's s_i = exp(mean_t log ρ_t) (capped at e^10), clipped the same way (no dual clip);
-  each token's own log-prob carries it (g = −A·s_i), nothing is spread over the row.
+  unclipped term is the one taken — A > 0 and ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip) — else 0;
+  where the two values a trainer's max or min compares are exactly equal, autograd gives each half the gradient
+  (``_clip_share``): g = −A·ρ/2 at ρ = c with A < 0, and past 1 + ε_high where A·ρ and A·(1 + ε_high) round alike.
+* ``gspo``: the ratio is the row's s_i = exp(mean_t log ρ_t) (capped at e^10, the cap passing the gradient at 10
+  itself), clipped the same way (no dual clip); each token's own log-prob carries it (g = −A·s_i), nothing is
+  spread over the row.
 * ``cispo``: g = −clip(ρ, 1 − ε_low, 1 + ε_high)·A, the clipped ratio a constant: no token loses its gradient.
 * ``sapo``: g = −4·A·σ(x)(1 − σ(x))·ρ with x = τ(ρ − 1), τ = τ_pos if A > 0 else τ_neg; aggregated
   seq-mean-token-mean whatever ``loss_agg_mode`` says.
@@ -24,9 +27,11 @@ log π_θ is ∂L/∂log π_t = a_t · w_t · g_t; ``grad_weight`` = −∂L/∂
 
 Where the trainers differ from verl (CONVENTIONS.md §14), the profile's conventions say: ``gspo_gradient="row"``
 (OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread over the row),
-``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``reduction_on_advantages`` (SkyRL: kl_cov's covariance of the
-reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which losses aggregate
-seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``).
+``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``dual_clip_form="ratio_cap"`` (TRL's two-sided δ caps ρ inside
+the PPO min: the whole gradient at ρ = δ, where min(−A·c, loss) gives half), ``reduction_on_advantages`` (SkyRL:
+kl_cov's covariance of the reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which
+losses aggregate seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted``
+(``engine.stages.weigh_loss``).
 A is scaled by ``adv_tau``; penalties outside the IS weights: ``kl_tau``·(log ρ)² and ``kl_loss_coef``·KL(π_θ‖π_ref),
 the latter aggregated with the loss or on its own, on the loss mask before rejection, whatever ``loss_agg_mode``
 says (``kl_loss_weights``): ``kl_loss_agg="seq-mean-token-mean"`` (SkyRL's worker) weight 1/(B·max(n_i, 1)),
@@ -292,18 +297,17 @@ def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, 
         if loss in ("dppo_tv", "dppo_kl", "ipo"):
             active = _trust_region(log_prob, old_log_prob, A, lo, hi, loss) & inside
             return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
-        active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo) & (ratio <= c))
-        active = active & inside
-        return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
+        share = _clip_share(A, ratio, inside, lo, hi, c, cfg.dual_clip_form)
+        return PolicyGradient(ratio, (share == 0) & (A != 0), torch.where(share > 0, -A * ratio * share, 0.0))
     if loss == "gspo":
         if cfg.gspo_gradient == "row":
-            return _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg)
+            return _gspo_row(log_ratio, A, mask, lo, hi, c, cfg.dual_clip_form, is_weights, agg)
         n = mask.sum(-1).clamp(min=1)
         seq = (log_ratio * mask).sum(-1) / n
         ratio = torch.exp(seq.clamp(max=10.0))[:, None].expand_as(A)
-        active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo))
-        active = active & (seq < 10.0)[:, None]
-        return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
+        # clamp(max=10) passes the gradient at 10 itself; no dual clip in verl's or SkyRL's GSPO
+        share = _clip_share(A, ratio, (seq <= 10.0)[:, None], lo, hi, math.inf, cfg.dual_clip_form)
+        return PolicyGradient(ratio, (share == 0) & (A != 0), torch.where(share > 0, -A * ratio * share, 0.0))
     if loss == "gpg":
         return PolicyGradient(torch.ones_like(A), torch.zeros_like(A, dtype=torch.bool), -A)
     if loss == "vespo":
@@ -324,6 +328,29 @@ def _policy_gradient(log_prob, old_log_prob, advantages, mask, cfg, is_weights, 
         ratio = R[:, None].expand_as(A)
         return PolicyGradient(ratio, ~unclipped & (sgn != 0), grad, aggregated=True)
     raise ValueError(f"policy_loss {loss!r} is not one of {list(POLICY_LOSSES)}")
+
+
+def _clip_share(A, ratio, passes, lo, hi, c, form) -> torch.Tensor:
+    """The share w of −A·ρ's gradient a PPO-clipped token keeps (0, ½ or 1; ¼ where two ties coincide): autograd's
+    derivative of the loss max(−A·ρ₁, −A·clip(ρ, 1 − ε_low, 1 + ε_high)) and, under ``form="min_loss"`` with A < 0,
+    of min(−A·c, that loss), the dual clip a constant branch (verl, SkyRL, OpenRLHF); under ``form="ratio_cap"``
+    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ. ``passes`` [B, T] bool: where ρ itself carries
+    its gradient (the ±20 clamp on log ρ, GSPO's cap at e¹⁰). A clamp passes the gradient at its bounds;
+    torch.maximum and torch.minimum give each of two equal values half of it, so where the compared values are
+    exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token gets the mean of the two
+    branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches pass there)."""
+    f = passes.to(ratio.dtype)
+    r1, f1 = ratio, f
+    if math.isfinite(c) and form == "ratio_cap":
+        r1, f1 = ratio.clamp(max=c), f * (ratio <= c)
+    pg1, pg2 = -A * r1, -A * ratio.clamp(1 - lo, 1 + hi)
+    f2 = f * ((ratio >= 1 - lo) & (ratio <= 1 + hi))
+    share = torch.where(pg1 > pg2, f1, torch.where(pg2 > pg1, f2, 0.5 * (f1 + f2)))
+    if math.isfinite(c) and form == "min_loss":
+        pg3 = torch.where(A < 0, -A * c, math.inf)  # the dual clip's branch, a constant
+        loss = torch.maximum(pg1, pg2)
+        share = torch.where(loss < pg3, share, torch.where(loss == pg3, 0.5 * share, 0.0))
+    return share
 
 
 def _trust_region(log_prob, old_log_prob, A, lo, hi, loss) -> torch.Tensor:
@@ -401,20 +428,21 @@ def _kl_cov(log_prob, log_ratio, A, mask, cfg, agg) -> PolicyGradient:
     return PolicyGradient(ratio, no_clip, -A * ratio + cfg.ppo_kl_coef * torch.sign(log_ratio) * picked)
 
 
-def _gspo_row(log_ratio, A, mask, lo, hi, c, is_weights, agg) -> PolicyGradient:
+def _gspo_row(log_ratio, A, mask, lo, hi, c, form, is_weights, agg) -> PolicyGradient:
     """GSPO with the sequence ratio s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)) differentiated as a function of the
-    row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO, and the row's
-    aggregated policy gradient Σ_t a_t·w_t·(−A_t·s_i)·1[unclipped] reaches every token of the row as that sum / n_i."""
+    row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO (``_clip_share``:
+    the dual clip as ``form`` says), and the row's aggregated policy gradient Σ_t a_t·w_t·(−A_t·s_i)·share_t reaches
+    every token of the row as that sum / n_i."""
     if agg is None:
         raise ValueError("gspo_gradient='row' needs the aggregation weights")
     n = mask.sum(-1).clamp(min=1)
     s = torch.exp((log_ratio * mask).sum(-1) / n)[:, None].expand_as(A)
-    active = ((A > 0) & (s <= 1 + hi)) | ((A < 0) & (s >= 1 - lo) & (s <= c))
-    g = torch.where(active, -A * s, 0.0) * agg * mask
+    share = _clip_share(A, s, torch.ones_like(A, dtype=torch.bool), lo, hi, c, form)
+    g = torch.where((share > 0) & (A != 0), -A * s * share, 0.0) * agg * mask  # s may overflow where clipped
     if is_weights is not None:
         g = g * is_weights
     grad = (g.sum(-1) / n)[:, None] * mask
-    return PolicyGradient(s, ~active & (A != 0), grad, aggregated=True)
+    return PolicyGradient(s, (share == 0) & (A != 0), grad, aggregated=True)
 
 
 def credit_by_entropy(
