@@ -27,9 +27,9 @@ def _commit(reference: dict) -> str:
 
 
 def test_the_set_is_bundled() -> None:
-    assert len(FILES) == 41
-    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 675
-    assert "675 cases in 41 files." in README
+    assert len(FILES) == 46
+    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 702
+    assert "702 cases in 46 files." in README
 
 
 @pytest.mark.parametrize("name", FILES)
