@@ -466,6 +466,14 @@ class CreditConfig:
         choices=("one_plus", "epsilon_high"),
         label="CISPO clip",
     )
+    dual_clip_form: str | None = convention(
+        "How the dual clip c (clip_ratio_c) enters the PPO loss: min_loss (verl, SkyRL, OpenRLHF: where A < 0 the "
+        "loss is min(−A·c, the PPO loss), a constant branch of its own, so at ρ = c exactly autograd splits the "
+        "gradient between the two equal branches and the token keeps half) or ratio_cap (TRL's two-sided delta: the "
+        "ratio is capped, min(ρ, c), inside the PPO min, for either sign of A; the gradient passes whole at ρ = c).",
+        choices=("min_loss", "ratio_cap"),
+        label="dual clip form",
+    )
     seq_mean_losses: tuple[str, ...] | None = convention(
         "Policy losses that aggregate seq-mean-token-mean whatever loss_agg_mode says: verl's SAPO; OpenRLHF's "
         "GSPO (token_level_loss forced off); SkyRL's SAPO and GSPO follow its loss_reduction.",

@@ -19,9 +19,11 @@ reproduces); ``policy_gradient`` calls the one ``cfg.policy_loss`` names and add
 
 Where the trainers differ from verl (CONVENTIONS.md §14), the profile's conventions say: ``gspo_gradient="row"``
 (OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread over the row),
-``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``reduction_on_advantages`` (SkyRL: kl_cov's covariance of the
-reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which losses aggregate
-seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted`` (``engine.stages.weigh_loss``).
+``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``dual_clip_form="ratio_cap"`` (TRL's two-sided δ caps ρ inside
+the PPO min: the whole gradient at ρ = δ, where min(−A·c, loss) gives half), ``reduction_on_advantages`` (SkyRL:
+kl_cov's covariance of the reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which
+losses aggregate seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted``
+(``engine.stages.weigh_loss``).
 ``policy_ratio_base="rollout"`` is verl's bypass mode (PPO clip against the rollout policy itself:
 ρ = π_trainer/π_rollout; the rejection mask applies, the IS weights do not). The rollout correction itself is
 ``engine.rollout_correction``.

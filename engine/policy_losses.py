@@ -181,6 +181,34 @@ def _cut(ratio, active, A) -> PolicyGradient:
     return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
 
 
+def _shared(ratio, share, A) -> PolicyGradient:
+    """g = −A·ρ·share (``_clip_share``); cut where the share is 0 and A ≠ 0."""
+    return PolicyGradient(ratio, (share == 0) & (A != 0), torch.where(share > 0, -A * ratio * share, 0.0))
+
+
+def _clip_share(A, ratio, passes, lo, hi, c, form) -> torch.Tensor:
+    """The share w of −A·ρ's gradient a PPO-clipped token keeps (0, ½ or 1; ¼ where two ties coincide): autograd's
+    derivative of the loss max(−A·ρ₁, −A·clip(ρ, 1 − ε_low, 1 + ε_high)) and, under ``form="min_loss"`` with A < 0,
+    of min(−A·c, that loss), the dual clip a constant branch (verl, SkyRL, OpenRLHF); under ``form="ratio_cap"``
+    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ. ``passes`` [B, T] bool: where ρ itself carries
+    its gradient (the ±20 clamp on log ρ, GSPO's cap at e¹⁰). A clamp passes the gradient at its bounds;
+    torch.maximum and torch.minimum give each of two equal values half of it, so where the compared values are
+    exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token gets the mean of the two
+    branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches pass there)."""
+    f = passes.to(ratio.dtype)
+    r1, f1 = ratio, f
+    if math.isfinite(c) and form == "ratio_cap":
+        r1, f1 = ratio.clamp(max=c), f * (ratio <= c)
+    pg1, pg2 = -A * r1, -A * ratio.clamp(1 - lo, 1 + hi)
+    f2 = f * ((ratio >= 1 - lo) & (ratio <= 1 + hi))
+    share = torch.where(pg1 > pg2, f1, torch.where(pg2 > pg1, f2, 0.5 * (f1 + f2)))
+    if math.isfinite(c) and form == "min_loss":
+        pg3 = torch.where(A < 0, -A * c, math.inf)  # the dual clip's branch, a constant
+        loss = torch.maximum(pg1, pg2)
+        share = torch.where(loss < pg3, share, torch.where(loss == pg3, 0.5 * share, 0.0))
+    return share
+
+
 CLIP = ("clip_ratio_low", "clip_ratio_high")
 VERL_LOSS = "verl 0.9.1 core_algos"
 
@@ -190,27 +218,33 @@ VERL_LOSS = "verl 0.9.1 core_algos"
     "vanilla",
     label="PPO clip (clip-higher, dual clip)",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[A_t>0,\ \rho_t\le 1+\epsilon_h \;\lor\; A_t<0,\ 1-\epsilon_l\le\rho_t\le c]",
-    reads=(*CLIP, "clip_ratio_c"),
+    reads=(*CLIP, "clip_ratio_c", "dual_clip_form"),
     reference=f"{VERL_LOSS}.compute_policy_loss_vanilla; OpenRLHF PolicyLoss ppo; TRL grpo/bnpo/dr_grpo/dapo; "
     "SkyRL regular, dual_clip (Schulman et al. 2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
     checked_by=(
-        "verl_policy_loss.json",
-        "verl_policy_loss_vanilla.json",
         "openrlhf_policy_loss.json",
+        "openrlhf_policy_ties.json",
+        "skyrl_policy_loss.json",
+        "skyrl_policy_ties.json",
         "trl_policy_loss.json",
         "trl_policy_sequence.json",
-        "skyrl_policy_loss.json",
+        "trl_policy_ties.json",
+        "verl_policy_loss.json",
+        "verl_policy_loss_vanilla.json",
+        "verl_policy_ties.json",
     ),
     unit_at_ratio_one=True,
 )
 def vanilla_loss(inp: LossInput, cfg) -> PolicyGradient:
     """PPO's clipped surrogate: the unclipped term is the one taken (its gradient −A·ρ) where A > 0 and
-    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip); elsewhere the clipped term, a constant."""
+    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip); elsewhere the clipped term, a constant. Where the
+    two values a trainer's max or min compares are exactly equal, autograd gives each half (``_clip_share``): −A·ρ/2
+    at ρ = c with A < 0 (``dual_clip_form="min_loss"``), and past 1 + ε_high where A·ρ and A·(1 + ε_high) round
+    alike."""
     A = inp.advantages
     lo, hi, c = _clip_bounds(cfg)
     ratio, inside = _ratio(inp)
-    active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo) & (ratio <= c))
-    return _cut(ratio, active & inside, A)
+    return _shared(ratio, _clip_share(A, ratio, inside, lo, hi, c, cfg.dual_clip_form), A)
 
 
 @register_policy_loss(
@@ -218,23 +252,27 @@ def vanilla_loss(inp: LossInput, cfg) -> PolicyGradient:
     label="GSPO (sequence ratio)",
     formula=r"g_t = -A_t s_i\,\mathbb{1}[\text{unclipped}],\quad "
     r"s_i = \exp\big(\tfrac{1}{n_i}\textstyle\sum_t m_t\log\rho_t\big)",
-    reads=(*CLIP, "clip_ratio_c", "gspo_gradient"),
+    reads=(*CLIP, "clip_ratio_c", "gspo_gradient", "dual_clip_form"),
     reference=f"{VERL_LOSS}.compute_policy_loss_gspo; OpenRLHF gspo; TRL importance_sampling_level='sequence'; "
     "SkyRL gspo (Zheng et al. 2025)",
     checked_by=(
-        "verl_policy_loss.json",
         "openrlhf_policy_loss.json",
+        "openrlhf_policy_ties.json",
+        "skyrl_policy_loss.json",
+        "skyrl_policy_ties.json",
         "trl_policy_loss.json",
         "trl_policy_sequence.json",
-        "skyrl_policy_loss.json",
+        "trl_policy_ties.json",
+        "verl_policy_loss.json",
+        "verl_policy_ties.json",
     ),
     kl_ratio="sequence",
     unit_at_ratio_one=True,
 )
 def gspo_loss(inp: LossInput, cfg) -> PolicyGradient:
     """GSPO: the ratio is the row's s_i = exp(mean_t log ρ_t). ``gspo_gradient="own_token"`` (verl, SkyRL): s_i
-    capped at e¹⁰, clipped without dual clip, each token's own log-prob carries −A·s_i; ``"row"`` (OpenRLHF,
-    TRL): uncapped and differentiated through the row (``_gspo_row``)."""
+    capped at e¹⁰ (the cap passing the gradient at 10 itself), clipped without dual clip, each token's own log-prob
+    carries −A·s_i; ``"row"`` (OpenRLHF, TRL): uncapped and differentiated through the row (``_gspo_row``)."""
     if cfg.gspo_gradient == "row":
         return _gspo_row(inp, cfg)
     A, mask = inp.advantages, inp.mask
@@ -242,25 +280,27 @@ def gspo_loss(inp: LossInput, cfg) -> PolicyGradient:
     n = mask.sum(-1).clamp(min=1)
     seq = (inp.log_ratio * mask).sum(-1) / n
     ratio = torch.exp(seq.clamp(max=10.0))[:, None].expand_as(A)
-    active = ((A > 0) & (ratio <= 1 + hi)) | ((A < 0) & (ratio >= 1 - lo))
-    return _cut(ratio, active & (seq < 10.0)[:, None], A)
+    # clamp(max=10) passes the gradient at 10 itself; no dual clip in verl's or SkyRL's GSPO
+    share = _clip_share(A, ratio, (seq <= 10.0)[:, None], lo, hi, math.inf, cfg.dual_clip_form)
+    return _shared(ratio, share, A)
 
 
 def _gspo_row(inp: LossInput, cfg) -> PolicyGradient:
     """GSPO with the sequence ratio s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)) differentiated as a function of the
-    row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO, and the row's
-    aggregated policy gradient Σ_t a_t·w_t·(−A_t·s_i)·1[unclipped] reaches every token of the row as that sum / n_i."""
+    row (OpenRLHF, TRL importance_sampling_level="sequence"): uncapped, clipped per token like PPO (``_clip_share``:
+    the dual clip as ``dual_clip_form`` says), and the row's aggregated policy gradient Σ_t a_t·w_t·(−A_t·s_i)·share_t
+    reaches every token of the row as that sum / n_i."""
     agg = inp.needs_agg("gspo (gspo_gradient='row')")
     A, mask = inp.advantages, inp.mask
     lo, hi, c = _clip_bounds(cfg)
     n = mask.sum(-1).clamp(min=1)
     s = torch.exp((inp.log_ratio * mask).sum(-1) / n)[:, None].expand_as(A)
-    active = ((A > 0) & (s <= 1 + hi)) | ((A < 0) & (s >= 1 - lo) & (s <= c))
-    g = torch.where(active, -A * s, 0.0) * agg * mask
+    share = _clip_share(A, s, torch.ones_like(A, dtype=torch.bool), lo, hi, c, cfg.dual_clip_form)
+    g = torch.where((share > 0) & (A != 0), -A * s * share, 0.0) * agg * mask  # s may overflow where clipped
     if inp.is_weights is not None:
         g = g * inp.is_weights
     grad = (g.sum(-1) / n)[:, None] * mask
-    return PolicyGradient(s, ~active & (A != 0), grad, aggregated=True)
+    return PolicyGradient(s, (share == 0) & (A != 0), grad, aggregated=True)
 
 
 def _cispo_unit(cfg) -> bool:
@@ -274,7 +314,7 @@ def _cispo_unit(cfg) -> bool:
     reads=(*CLIP, "cispo_clip"),
     reference=f"{VERL_LOSS}.compute_policy_loss_cispo; TRL cispo (min(ρ, ε_high)); SkyRL cispo, "
     "importance_sampling (MiniMax-M1, 2025)",
-    checked_by=("verl_policy_loss.json", "trl_policy_loss.json", "skyrl_policy_loss.json"),
+    checked_by=("skyrl_policy_loss.json", "trl_policy_loss.json", "verl_policy_loss.json", "verl_policy_ties.json"),
     unit_at_ratio_one=_cispo_unit,
 )
 def cispo_loss(inp: LossInput, cfg) -> PolicyGradient:
@@ -312,7 +352,7 @@ def sapo_loss(inp: LossInput, cfg) -> PolicyGradient:
     formula=r"g_t = -\frac{\bar A_i R_i W_i}{(n_i + 10^{-8})\,B}\,\mathbb{1}[\log\rho_t \text{ unclipped}]",
     reads=CLIP,
     reference=f"{VERL_LOSS}.compute_policy_loss_geo_mean (Zhao et al. 2025, GMPO)",
-    checked_by=("verl_policy_loss.json",),
+    checked_by=("verl_policy_loss.json", "verl_policy_ties.json"),
     kl_ratio=None,
 )
 def geo_mean_loss(inp: LossInput, cfg) -> PolicyGradient:
@@ -391,7 +431,13 @@ dppo_tv_loss = register_policy_loss(
     r"\land \neg(A_t<0 \land -\Delta p_t>\epsilon_l)]",
     reads=(*CLIP, "kl_tau"),
     reference=DPPO_REFERENCE,
-    checked_by=("skyrl_policy_loss.json", "primerl_policy_loss.json"),
+    checked_by=(
+        "primerl_policy_loss.json",
+        "primerl_policy_ties.json",
+        "skyrl_policy_loss.json",
+        "skyrl_policy_ties.json",
+        "verl_policy_ties.json",
+    ),
 )(_trust_region_loss("dppo_tv"))
 dppo_kl_loss = register_policy_loss(
     "dppo_kl",
@@ -407,7 +453,7 @@ ipo_loss = register_policy_loss(
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\lvert\Delta p_t\rvert \le \epsilon_h]",
     reads=("clip_ratio_high", "kl_tau"),
     reference="prime-rl 559b4477 loss.py ipo_loss_fn",
-    checked_by=("primerl_policy_loss.json",),
+    checked_by=("primerl_policy_loss.json", "primerl_policy_ties.json"),
 )(_trust_region_loss("ipo"))
 
 
@@ -417,7 +463,7 @@ ipo_loss = register_policy_loss(
     formula=r"g_t = -A_t\,\operatorname{sg}(\rho_t)\,\mathbb{1}[1-\epsilon_l < \rho_t < 1+\epsilon_h]",
     reads=CLIP,
     reference="SkyRL 0.3.0 ppo_utils rollout_is",
-    checked_by=("skyrl_policy_loss.json",),
+    checked_by=("skyrl_policy_loss.json", "skyrl_policy_ties.json"),
 )
 def masked_is_loss(inp: LossInput, cfg) -> PolicyGradient:
     """SkyRL's rollout_is: the ratio as a detached weight, 0 outside the open band (1 − ε_low, 1 + ε_high)."""

@@ -81,6 +81,7 @@ VERL = Profile(
         broadcast_read="first",
         gspo_gradient="own_token",
         cispo_clip="one_plus",
+        dual_clip_form="min_loss",
         rejected_tokens_counted=False,
         # RayPPOTrainer.fit: compute_rollout_correction_and_add_to_batch replaces response_mask before compute_advantage
         rollout_rs_masks_advantages=True,
@@ -205,7 +206,8 @@ PROFILES: dict[str, Profile] = {
             "huggingface/trl 1.16.0 GRPOTrainer",
             "GRPO with ε = 1e-4 (scale_rewards group / batch / none); every reward column counts; a group left "
             "with one scorable row gets 0; loss_type grpo and dr_grpo average over every row, fully masked ones "
-            "included; normalize_then_sum is GDPO whitened over rows.",
+            "included; normalize_then_sum is GDPO whitened over rows; the two-sided delta caps the ratio (its "
+            "gradient passes whole at ρ = δ).",
             epsilon=1e-4,
             grpo_singleton="zero",
             seq_mean_rows="all",
@@ -213,6 +215,7 @@ PROFILES: dict[str, Profile] = {
             gdpo_whiten="row",
             gspo_gradient="row",
             cispo_clip="epsilon_high",
+            dual_clip_form="ratio_cap",
             rollout_rs_masks_advantages=False,
             kl_clamp="none",
         ),

@@ -27,9 +27,9 @@ def _commit(reference: dict) -> str:
 
 
 def test_the_set_is_bundled() -> None:
-    assert len(FILES) == 42
-    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 698
-    assert "698 cases in 42 files." in README
+    assert len(FILES) == 47
+    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 725
+    assert "725 cases in 47 files." in README
 
 
 @pytest.mark.parametrize("name", FILES)

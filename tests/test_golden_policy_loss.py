@@ -630,6 +630,14 @@ def test_each_loss_names_the_golden_files_that_check_it() -> None:
         for c in load_golden(file)["cases"]:
             if not _not_reproduced(file, c) and not is_error(c):
                 seen[CONFIGS[file](c).policy_loss].add(file)
+    from test_golden_policy_ties import FILES as TIES
+    from test_golden_policy_ties import NOT_REPRODUCED as TIES_NAMED
+
+    for file in TIES:
+        for c in load_golden(file)["cases"]:
+            if c["name"] not in TIES_NAMED.get(file, {}):
+                mapped = _config(c["params"]) if file.startswith("verl") else CONFIGS[file.replace("_ties", "_loss")](c)
+                seen[mapped.policy_loss].add(file)
     assert {loss.name: set(loss.checked_by) for loss in list_policy_losses()} == dict(seen)
 
 

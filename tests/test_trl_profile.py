@@ -126,7 +126,8 @@ def test_sidebar_offers_the_std_scope_for_grpo_and_the_link_carries_it() -> None
         "profile: verl → TRL (ε 1e-06 → 0.0001; GRPO singleton raw score → 0; KL clamp k3 only → none; "
         "GDPO whitening over tokens → over rows; "
         "GSPO gradient each token's own → spread over the row; CISPO clip clip(ρ, 1 − ε_low, 1 + ε_high) → "
-        "min(ρ, ε_high); rollout rejection acts before the advantages → in the loss only; global keys left out '_' "
+        "min(ρ, ε_high); dual clip form min(−A·c, loss), half at ρ = c → min(ρ, c), whole at ρ = c; rollout "
+        "rejection acts before the advantages → in the loss only; global keys left out '_' "
         "keys → none); "
         "GRPO std over: group → batch"
     )
