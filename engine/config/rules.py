@@ -1,0 +1,130 @@
+"""What a credit scheme must satisfy beyond each field's type, choices and range.
+
+Three kinds, each declared once:
+
+* **one field's shape**: the ``check`` functions the field declarations name (a threshold's ``'L_U'`` form, a
+  tuple's length);
+* **what the profile lacks**: a scheme that asks the profile for a mode it lacks is refused (``REFUSALS``' first
+  block);
+* **fields that rule each other out** (``REFUSALS``' second block).
+
+``REFUSALS`` is one table of (field, applies, message): ``CreditConfig`` raises ``CreditConfig.<field>: <message>``
+for the first whose ``applies(cfg)`` holds. The error names a field so that the dashboard can reset it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from engine.policy import check_threshold
+
+if TYPE_CHECKING:
+    from engine.config.scheme import CreditConfig
+
+
+# ------------------------------------------------------------------------------------------------ one field
+def thresholds(name: str, specs: tuple[str, ...]) -> None:
+    """Each of ``specs`` is a threshold verl accepts ('U' or 'L_U')."""
+    for spec in specs:
+        check_threshold(name, spec)
+
+
+def vespo_params(name: str, params: tuple[float, ...]) -> None:
+    if len(params) != 4:
+        raise ValueError(f"CreditConfig.{name}: expected (k_pos, λ_pos, k_neg, λ_neg), got {params}")
+
+
+def dual_clip(name: str, c: float) -> None:
+    if not c > 1.0:
+        raise ValueError(f"CreditConfig.{name}: the dual clip must be > 1 (verl asserts it), got {c}")
+
+
+def clip_range(name: str, clip: tuple[float, ...]) -> None:
+    if not (len(clip) == 2 and clip[0] < clip[1]):
+        raise ValueError(f"CreditConfig.{name}: expected (lo, hi) with lo < hi, got {clip!r}")
+
+
+def length_weights(name: str, weights: tuple[float, ...]) -> None:
+    if len(weights) != 3 or min(weights) < 0:
+        raise ValueError(f"CreditConfig.{name}: expected three weights ≥ 0 (w_out, w_in, w_turns), got {weights!r}")
+
+
+# ------------------------------------------------------------------------------------------------ several fields
+@dataclass(frozen=True)
+class Refusal:
+    """A scheme ``CreditConfig`` refuses: where ``applies(cfg)``, the error ``CreditConfig.<field>: <message>``.
+    ``message`` is a format string of ``cfg`` or a function of it."""
+
+    field: str
+    applies: Callable[[CreditConfig], bool]
+    message: str | Callable[[CreditConfig], str]
+
+    def says(self, cfg: CreditConfig) -> str:
+        return self.message(cfg) if callable(self.message) else self.message.format(cfg=cfg)
+
+
+REFUSALS: tuple[Refusal, ...] = (
+    # ---- what the profile lacks
+    Refusal(
+        "loss_agg_mode",
+        lambda cfg: cfg.loss_agg_mode == "token-sum" and not cfg.token_sum_supported,
+        "'token-sum' does not exist in profile {cfg.profile!r}",
+    ),
+    Refusal(
+        "loss_agg_mode",
+        lambda cfg: cfg.loss_agg_mode.startswith("seq-mean") and not cfg.seq_mean_supported,
+        "{cfg.loss_agg_mode!r} does not exist in profile {cfg.profile!r} (its policy loss is a token mean)",
+    ),
+    Refusal(
+        "loss_agg_mode",
+        lambda cfg: cfg.loss_agg_mode == "prompt-mean-token-mean" and not cfg.prompt_mean_supported,
+        "'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile {cfg.profile!r}; profile 'skyrl' "
+        "has it",
+    ),
+    Refusal(
+        "rollout_is",
+        lambda cfg: cfg.rollout_is == "sequence" and not cfg.sequence_is_supported,
+        "'sequence' (one IS weight per sequence) does not exist in profile {cfg.profile!r}: its sequence level gates "
+        "whole rows by their geometric-mean ratio (rollout_rs 'seq_mean_k1') and weighs each token by its own ratio "
+        "(rollout_is 'token')",
+    ),
+    # ---- fields that rule each other out
+    Refusal(
+        "stepwise_mode",
+        lambda cfg: cfg.estimator == "logged" and cfg.stepwise_mode != "trajectory",
+        "{cfg.stepwise_mode!r} would recompute the advantages from step rewards; estimator 'logged' returns the "
+        "trainer's own per-token advantages: use stepwise_mode 'trajectory'",
+    ),
+    Refusal(
+        "policy_loss",
+        lambda cfg: (
+            cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages and bool(cfg.rollout_is or cfg.rollout_rs)
+        ),
+        "SkyRL's kl_cov (reduction_on_advantages) applies no off-policy correction; rollout_is and rollout_rs have "
+        "nothing to act on",
+    ),
+    Refusal(
+        "rollout_rs_threshold",
+        lambda cfg: bool(cfg.rollout_rs) and len(cfg.rollout_rs_threshold) not in (1, len(cfg.rollout_rs)),
+        "one threshold, or one per rollout_rs option",
+    ),
+    Refusal(
+        "length_penalty",
+        lambda cfg: cfg.length_penalty is not None and cfg.estimator != "grpo",
+        "only estimator 'grpo' applies it (prime-rl's GRPOAlgorithm), not {cfg.estimator!r}",
+    ),
+    Refusal(
+        "gdpo_reward_weights",
+        lambda cfg: cfg.gdpo_reward_weights is not None and len(cfg.gdpo_reward_weights) != len(cfg.gdpo_reward_keys),
+        "need one weight per gdpo_reward_keys entry",
+    ),
+)
+
+
+def refuse(cfg: CreditConfig) -> None:
+    """Raise the first of ``REFUSALS`` that applies to ``cfg``."""
+    for refusal in REFUSALS:
+        if refusal.applies(cfg):
+            raise ValueError(f"CreditConfig.{refusal.field}: {refusal.says(cfg)}")
