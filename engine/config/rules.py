@@ -4,8 +4,9 @@ Three kinds, each declared once:
 
 * **one field's shape**: the ``check`` functions the field declarations name (a threshold's ``'L_U'`` form, a
   tuple's length);
-* **what the profile lacks**: a scheme that asks the profile for a mode it lacks is refused (``REFUSALS``' first
-  block);
+* **what the trainer has**: a scheme that asks the profile's trainer for a mode it lacks is refused, naming the
+  profile and the trainer (``REFUSALS``' first block); a saved scheme that still holds one of these (they were
+  ``CreditConfig`` fields) is accepted when it says what the profile says (``check_what_the_trainer_has``);
 * **fields that rule each other out** (``REFUSALS``' second block).
 
 ``REFUSALS`` is one table of (field, applies, message): ``CreditConfig`` raises ``CreditConfig.<field>: <message>``
@@ -14,11 +15,12 @@ for the first whose ``applies(cfg)`` holds. The error names a field so that the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from engine.policy import check_threshold
+from engine.profiles import PROFILES
 
 if TYPE_CHECKING:
     from engine.config.scheme import CreditConfig
@@ -65,30 +67,39 @@ class Refusal:
         return self.message(cfg) if callable(self.message) else self.message.format(cfg=cfg)
 
 
+def _only_skyrl(cfg: CreditConfig) -> str:
+    having = " and ".join(repr(p.name) for p in PROFILES.values() if p.prompt_mean_supported)
+    return (
+        f"'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile {cfg.profile!r} "
+        f"({cfg.trainer.source}: its loss has no per-prompt reduction); profile {having} has it"
+    )
+
+
 REFUSALS: tuple[Refusal, ...] = (
-    # ---- what the profile lacks
+    # ---- what the profile's trainer lacks (engine.profiles.CAPABILITIES)
     Refusal(
         "loss_agg_mode",
-        lambda cfg: cfg.loss_agg_mode == "token-sum" and not cfg.token_sum_supported,
-        "'token-sum' does not exist in profile {cfg.profile!r}",
+        lambda cfg: cfg.loss_agg_mode == "token-sum" and not cfg.trainer.token_sum_supported,
+        "'token-sum' does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: token-sum came to verl in "
+        "2026-08)",
     ),
     Refusal(
         "loss_agg_mode",
-        lambda cfg: cfg.loss_agg_mode.startswith("seq-mean") and not cfg.seq_mean_supported,
-        "{cfg.loss_agg_mode!r} does not exist in profile {cfg.profile!r} (its policy loss is a token mean)",
+        lambda cfg: cfg.loss_agg_mode.startswith("seq-mean") and not cfg.trainer.seq_mean_supported,
+        "{cfg.loss_agg_mode!r} does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: its policy loss is "
+        "a token mean)",
     ),
     Refusal(
         "loss_agg_mode",
-        lambda cfg: cfg.loss_agg_mode == "prompt-mean-token-mean" and not cfg.prompt_mean_supported,
-        "'prompt-mean-token-mean' (SkyRL's prompt_mean) does not exist in profile {cfg.profile!r}; profile 'skyrl' "
-        "has it",
+        lambda cfg: cfg.loss_agg_mode == "prompt-mean-token-mean" and not cfg.trainer.prompt_mean_supported,
+        _only_skyrl,
     ),
     Refusal(
         "rollout_is",
-        lambda cfg: cfg.rollout_is == "sequence" and not cfg.sequence_is_supported,
-        "'sequence' (one IS weight per sequence) does not exist in profile {cfg.profile!r}: its sequence level gates "
-        "whole rows by their geometric-mean ratio (rollout_rs 'seq_mean_k1') and weighs each token by its own ratio "
-        "(rollout_is 'token')",
+        lambda cfg: cfg.rollout_is == "sequence" and not cfg.trainer.sequence_is_supported,
+        "'sequence' (one IS weight per sequence) does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: "
+        "its sequence level gates whole rows by their geometric-mean ratio (rollout_rs 'seq_mean_k1') and weighs "
+        "each token by its own ratio (rollout_is 'token'))",
     ),
     # ---- fields that rule each other out
     Refusal(
@@ -128,3 +139,21 @@ def refuse(cfg: CreditConfig) -> None:
     for refusal in REFUSALS:
         if refusal.applies(cfg):
             raise ValueError(f"CreditConfig.{refusal.field}: {refusal.says(cfg)}")
+
+
+# ------------------------------------------------------------------------------------------------ saved schemes
+def check_what_the_trainer_has(profile: str, given: Mapping[str, object]) -> None:
+    """``given``: {``engine.profiles.CAPABILITIES`` name: value} passed to ``CreditConfig`` (older saved schemes hold
+    them: they were fields). Each must say what profile ``profile`` says (or be None); else a ValueError that the
+    field describes the trainer and names the profile's value."""
+    trainer = PROFILES.get(profile)
+    if trainer is None:
+        return  # CreditConfig names the unknown profile
+    for name, value in given.items():
+        has = getattr(trainer, name)
+        if value is not None and value != has:
+            raise ValueError(
+                f"CreditConfig.{name}: describes the trainer, not a choice: profile {profile!r} ({trainer.source}) "
+                f"has {name}={has!r}, not {value!r} (PROFILES[{profile!r}].{name}). Leave it out, or choose another "
+                "profile."
+            )

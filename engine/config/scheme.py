@@ -10,20 +10,23 @@ one (``estimator`` = ``algorithm.adv_estimator``, ``gamma``, ``lam``, ``norm_adv
 
 Conventions that differ between the reference trainers (std ddof, hole handling, which mask advantages use, …)
 are declared with ``convention(...)``: they default to ``None`` and are filled from the named **profile**, one
-row of ``engine.profiles.PROFILES``; a value passed explicitly always wins. Where to compute (``device``) is not
-part of a scheme: ``compute_credit(batch, cfg, device=...)`` takes it.
+row of ``engine.profiles.PROFILES``; a value passed explicitly always wins. What a trainer *has* (token-sum, the
+seq-mean modes, …) is no field: ``cfg.trainer`` (the ``Profile``) says it, and a scheme that asks for what it
+lacks is refused (``engine.config.rules``). Where to compute (``device``) is not part of a scheme either:
+``compute_credit(batch, cfg, device=...)`` takes it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 from engine.config import rules
 from engine.config.fields import FRACTION, NON_NEGATIVE, POSITIVE, UNIT, Rule, convention, option, rules_of
 from engine.kl import KL_NAMES
 from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
-from engine.profiles import PROFILES
+from engine.profiles import CAPABILITIES, PROFILES, Profile
 
 # KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
 KGR1_TURN_WEIGHTS = (("format_score", 0.15), ("kg_query_validity", 0.1), ("is_answer_score", 0.1))
@@ -41,7 +44,7 @@ LOSS_AGG_MODES = (
 )
 VALUE_SOURCES = ("critic", "zeros", "group_mean")
 # Every name verl's kl_penalty dispatches on: 'full' and the '+' variants pass the config and fail (as in verl)
-# when computed, the '+' ones only where the profile predates them (engine.kl.check_kl_penalty).
+# when computed, the '+' ones only where the profile's trainer predates them (engine.kl.check_kl_penalty).
 KL_PENALTY_NAMES = (*KL_NAMES, "full", *(n + "+" for n in (*KL_NAMES, "full")))
 
 
@@ -51,6 +54,24 @@ def _estimators():
     return ESTIMATORS
 
 
+def _accepts_what_the_trainer_has(cls):
+    """Let ``cls(...)`` take the ``Profile`` attributes that were once fields (older saved schemes hold them): each
+    is dropped where it says what the profile says, refused otherwise (``rules.check_what_the_trainer_has``)."""
+    init = cls.__init__
+    default_profile = cls.__dataclass_fields__["profile"].default
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        given = {name: kwargs.pop(name) for name in CAPABILITIES if name in kwargs}
+        if given:
+            rules.check_what_the_trainer_has(args[0] if args else kwargs.get("profile", default_profile), given)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls
+
+
+@_accepts_what_the_trainer_has
 @dataclass(frozen=True)
 class CreditConfig:
     """A complete, hashable credit scheme. Unset conventions come from ``PROFILES[profile]``."""
@@ -123,9 +144,6 @@ class CreditConfig:
         choices=("k3", "all"),
         label="KL clamp",
     )
-    kl_plus_variants: bool | None = convention(
-        "Accept 'k1+', 'low_var_kl+', … (verl ≥ PR #6058); older verl raised NotImplementedError."
-    )
 
     # ==== 3. advantage estimator (engine.stages.estimate)
     # -- shared by the estimators
@@ -179,12 +197,6 @@ class CreditConfig:
         "each token's score). None = no clamp, as verl.",
         check=rules.clip_range,
         label="reward clip",
-    )
-    group_sizes: str | None = convention(
-        "Prompt groups of any size (verl and the others), or equal ones only (OpenRLHF reshapes the rewards to "
-        "(-1, n_samples_per_prompt): a batch whose groups differ in size cannot come from it, and is refused).",
-        choices=("any", "equal"),
-        label="group sizes",
     )
     # -- GAE
     value_source: str | None = option(
@@ -356,17 +368,6 @@ class CreditConfig:
         choices=("kept", "dropped"),
         label="zero-advantage tokens",
     )
-    token_sum_supported: bool | None = convention(
-        "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it)."
-    )
-    seq_mean_supported: bool | None = convention(
-        "Whether the seq-mean loss modes exist (verl's agg_loss and the others). Search-R1 a14dc3a has no "
-        "loss_agg_mode: its compute_policy_loss is a token mean (masked_mean over the response mask)."
-    )
-    prompt_mean_supported: bool | None = convention(
-        "Whether loss_agg_mode='prompt-mean-token-mean' exists: a token mean within each prompt group, then the "
-        "mean over the batch's groups (SkyRL's loss_reduction='prompt_mean'; the other trainers have no such mode)."
-    )
     # -- policy loss
     policy_loss: str = option(
         "vanilla",
@@ -510,12 +511,6 @@ class CreditConfig:
         "log π_rollout − log π_θ exceeds it trains nothing (its tokens still counted). None = off.",
         within=NON_NEGATIVE,
     )
-    sequence_is_supported: bool | None = convention(
-        "Whether rollout_is='sequence' exists: one IS weight per sequence, the product of its tokens' ratios (verl, "
-        "TRL). OpenRLHF has none: its is_correction_level='seq' only gates whole rows by their geometric-mean ratio "
-        "(rollout_rs seq_mean_k1, or seq_mean_bkl/tv) and weighs each token by its own ratio, and it refuses "
-        "is_correction_mode='clip' at that level."
-    )
     # -- KL loss
     kl_loss_coef: float = option(
         0.0,
@@ -603,10 +598,15 @@ class CreditConfig:
 
     def _validate(self) -> None:
         """Each field against its declaration (allowed values, range, shape), then ``rules.REFUSALS``: what the
-        profile lacks, and fields that rule each other out."""
+        profile's trainer lacks, and fields that rule each other out."""
         for name, rule in RULES.items():
             rule.validate(getattr(self, name))
         rules.refuse(self)
+
+    @property
+    def trainer(self) -> Profile:
+        """The profile: what its trainer has (``token_sum_supported``, …, ``group_sizes``) and its conventions."""
+        return PROFILES[self.profile]
 
     def replace(self, **changes) -> CreditConfig:
         """A copy with ``changes``; conventions not named keep their resolved values unless the profile changes."""
@@ -632,8 +632,9 @@ class CreditConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> CreditConfig:
-        """The scheme ``d`` describes (``to_dict``'s form)."""
-        unknown = set(d) - set(FIELDS)
+        """The scheme ``d`` describes (``to_dict``'s form). An older export also holds what the trainer has
+        (``token_sum_supported``, …): accepted where it says what the profile says."""
+        unknown = set(d) - set(FIELDS) - set(CAPABILITIES)
         if unknown:
             where = " ('device' is where to compute, not part of a scheme)" if "device" in unknown else ""
             raise ValueError(f"CreditConfig: unknown field(s) {sorted(unknown)}{where}")
@@ -665,10 +666,12 @@ def label(name: str) -> str:
 
 
 def _check_profiles() -> None:
-    """Every profile sets exactly the conventions."""
+    """Every profile sets exactly the conventions; none is also a field (what a trainer has is not a choice)."""
     for p in PROFILES.values():
         if set(p.conventions) != set(CONVENTIONS):
             raise TypeError(f"profile {p.name}: sets {sorted(p.conventions)}, the conventions are {CONVENTIONS}")
+    if both := set(CAPABILITIES) & set(FIELDS):
+        raise TypeError(f"CreditConfig: {sorted(both)} say what a trainer has (Profile), not a choice")
 
 
 _check_profiles()
