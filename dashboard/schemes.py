@@ -12,7 +12,7 @@ import dataclasses
 
 from engine.config import CreditConfig
 from engine.config import label as field_label
-from engine.profiles import PROFILES
+from engine.profiles import CAPABILITIES, PROFILES
 
 # CreditConfig field → short key in a code. These are the fields the sidebar and the compare page set.
 SHORT: dict[str, str] = {
@@ -256,8 +256,6 @@ CONVENTION_WORDS = {
     "outcome_tokens": {"broadcast": "broadcast on the mask", "reward_to_go": "reward-to-go from the last token"},
     "whitening": {"verl": "verl (unbiased, re-masked)", "openrlhf": "OpenRLHF (biased, not re-masked)"},
     "kl_clamp": {"k3": "k3 only", "all": "every estimator", "none": "none"},
-    "kl_plus_variants": {True: "accepted", False: "refused"},
-    "group_sizes": {"any": "any", "equal": "equal only"},
     "maxrl_form": {"skyrl": "÷ (μ + ε)", "prime_rl": "÷ μ, 0 when μ ≤ 0"},
     "zero_advantage_tokens": {"kept": "kept", "dropped": "dropped from the loss"},
     "gdpo_whiten": {"token": "over tokens", "row": "over rows"},
@@ -274,9 +272,17 @@ CONVENTION_WORDS = {
         "token-mean": "token mean over the batch",
     },
     "seq_mean_rows": {"nonempty": "those with a loss token", "all": "all"},
-    "sequence_is_supported": {True: "exists", False: "does not exist"},
-    "seq_mean_supported": {True: "exist", False: "do not exist"},
     "global_exclude_prefixes": {(): "none", ("_",): "'_' keys", ("_raw_",): "'_raw_' keys"},
+}
+# What the profiles' trainers have (``engine.profiles.CAPABILITIES``, named by their label), that ``differences``
+# names after the conventions when the profile changes, with their values in words.
+CAPABILITY_WORDS = {
+    "token_sum_supported": {True: "exists", False: "does not exist"},
+    "seq_mean_supported": {True: "exist", False: "do not exist"},
+    "prompt_mean_supported": {True: "exists", False: "does not exist"},
+    "sequence_is_supported": {True: "exist", False: "do not exist"},
+    "kl_plus_variants": {True: "accepted", False: "refused"},
+    "group_sizes": {"any": "any", "equal": "equal only"},
 }
 # The fields ``differences`` names one by one, in this order (the rest: "also <field>, …").
 DIFF_FIELDS = (
@@ -319,6 +325,20 @@ def _convention(cfg: CreditConfig, field: str):
     return CONVENTION_WORDS[field].get(value, value)
 
 
+def _profile_changes(a: CreditConfig, b: CreditConfig) -> list[str]:
+    """The conventions, then what the trainer has, that differ from ``a`` to ``b``, in words."""
+    conv = [
+        f"{field_label(f)} {_convention(a, f)} → {_convention(b, f)}"
+        for f in CONVENTION_WORDS
+        if getattr(a, f) != getattr(b, f)
+    ]
+    for name, words in CAPABILITY_WORDS.items():
+        va, vb = getattr(a.trainer, name), getattr(b.trainer, name)
+        if va != vb:
+            conv.append(f"{CAPABILITIES[name]['label']} {words.get(va, va)} → {words.get(vb, vb)}")
+    return conv
+
+
 def differences(a: CreditConfig, b: CreditConfig) -> str:
     """What differs from scheme ``a`` to scheme ``b``, in words, on their effective fields (profile conventions
     filled): "rLLM mode: broadcast → per-step"; "same scheme" when nothing does. A profile change names the
@@ -338,11 +358,7 @@ def differences(a: CreditConfig, b: CreditConfig) -> str:
             continue
         text = f"{field_label(field)}: {_val(field, va)} → {_val(field, vb)}"
         if field == "profile":
-            conv = [
-                f"{field_label(f)} {_convention(a, f)} → {_convention(b, f)}"
-                for f in CONVENTION_WORDS
-                if getattr(a, f) != getattr(b, f)
-            ]
+            conv = _profile_changes(a, b)
             if conv:
                 text += f" ({'; '.join(conv)})"
         parts.append(text)

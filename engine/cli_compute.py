@@ -58,6 +58,8 @@ def option_help(name: str) -> str:
     allowed, within = config.choices(name), config.bounds(name)
     if allowed is not None:
         text += " One of: " + ", ".join(map(str, allowed)) + "."
+    if each := config.FIELDS[name].metadata["each"]:
+        text += " Each one of: " + ", ".join(each) + "."
     if within is not None:
         text += f" In {config.range_text(within)}."
     if name in config.CONVENTIONS:

@@ -1,44 +1,117 @@
-"""Profiles: each reference trainer's conventions, one declared table.
+"""Profiles: each reference trainer's conventions, and what the trainer has, one declared table.
 
 A ``Profile`` sets every convention field of ``CreditConfig`` (the fields declared with ``convention(...)`` in
 ``engine.config``) to the value its trainer, at the named commit, hard-codes; ``CreditConfig(profile=...)`` fills
-each convention left unset from it. Profiles derive from ``VERL`` by naming what differs, so the table reads as
-the references' differences (CONVENTIONS.md §8 prints it cell by cell; a test keeps the two equal).
+each convention left unset from it. It also says what that trainer *has* (``token_sum_supported``, …,
+``group_sizes``): typed attributes, not fields of a scheme, since a user cannot give a trainer a loss mode it lacks;
+a scheme that asks for one is refused, naming the profile (``engine.config.rules``). Profiles derive from ``VERL``
+by naming what differs, so the table reads as the references' differences (CONVENTIONS.md §8 prints it cell by
+cell; a test keeps the two equal).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
+
+
+def capability(help: str, label: str, *, choices: tuple = (True, False)):
+    """Declare what a trainer has: a ``Profile`` attribute (no default: every profile says it), its help, the
+    ``label`` that names it in words ("token-sum") and the values it takes."""
+    return field(kw_only=True, metadata=dict(help=help, label=label, choices=choices))
 
 
 @dataclass(frozen=True)
 class Profile:
-    """One reference trainer's conventions: the value of every ``convention`` field of ``CreditConfig``.
+    """One reference trainer: the value of every ``convention`` field of ``CreditConfig``, and what it has.
 
     ``title`` names it in words ("KG-R1" profile), ``source`` is the repository and commit it reproduces, ``summary``
-    what sets it apart; ``help`` joins the two for the dashboard."""
+    what sets it apart; ``help`` joins the two for the dashboard. The attributes after ``conventions`` are what the
+    trainer has (``CAPABILITIES``): a scheme cannot change them."""
 
     name: str
     title: str
     source: str
     summary: str
     conventions: Mapping[str, object]
+    # ---- what the trainer has (not a choice: CreditConfig refuses a scheme that needs what its profile lacks)
+    token_sum_supported: bool = capability(
+        "Whether loss_agg_mode='token-sum' exists (added to verl in 2026-08; older verl raised ValueError for it).",
+        "token-sum",
+    )
+    seq_mean_supported: bool = capability(
+        "Whether the seq-mean loss modes exist (verl's agg_loss and the others). Search-R1 a14dc3a has no "
+        "loss_agg_mode: its compute_policy_loss is a token mean (masked_mean over the response mask).",
+        "seq-mean modes",
+    )
+    prompt_mean_supported: bool = capability(
+        "Whether loss_agg_mode='prompt-mean-token-mean' exists: a token mean within each prompt group, then the "
+        "mean over the batch's groups (SkyRL's loss_reduction='prompt_mean'; the other trainers have no such mode).",
+        "prompt-mean-token-mean",
+    )
+    sequence_is_supported: bool = capability(
+        "Whether rollout_is='sequence' exists: one IS weight per sequence, the product of its tokens' ratios (verl, "
+        "TRL). OpenRLHF has none: its is_correction_level='seq' only gates whole rows by their geometric-mean ratio "
+        "(rollout_rs seq_mean_k1, or seq_mean_bkl/tv) and weighs each token by its own ratio, and it refuses "
+        "is_correction_mode='clip' at that level.",
+        "sequence IS weights",
+    )
+    kl_plus_variants: bool = capability(
+        "Whether the KL estimators 'k1+', 'low_var_kl+', … exist (verl ≥ PR #6058); older verl raised "
+        "NotImplementedError for them when computing, so a scheme naming one fails there, not when it is made.",
+        "'+' KL estimators",
+    )
+    group_sizes: str = capability(
+        "Prompt groups of any size (verl and the others), or equal ones only (OpenRLHF reshapes the rewards to "
+        "(-1, n_samples_per_prompt): a batch whose groups differ in size cannot come from it, and is refused "
+        "when computed).",
+        "group sizes",
+        choices=("any", "equal"),
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conventions", MappingProxyType(dict(self.conventions)))
+        for name, declared in CAPABILITIES.items():
+            value, allowed = getattr(self, name), declared["choices"]
+            if type(value) is not type(allowed[0]) or value not in allowed:
+                raise ValueError(f"Profile {self.name!r}: {name}={value!r} is not one of {list(allowed)}")
 
     @property
     def help(self) -> str:
         return f"{self.source}: {self.summary}"
 
+    @property
+    def capabilities(self) -> dict[str, object]:
+        """What the trainer has: {``CAPABILITIES`` name: value}."""
+        return {name: getattr(self, name) for name in CAPABILITIES}
+
+    def lacks(self) -> tuple[str, ...]:
+        """What the trainer lacks, in words ("no token-sum", "group sizes: equal only"); () when nothing."""
+        out = []
+        for name, declared in CAPABILITIES.items():
+            value = getattr(self, name)
+            if value is False:
+                out.append(f"no {declared['label']}")
+            elif value is not True and value != declared["choices"][0]:
+                out.append(f"{declared['label']}: {value} only")
+        return tuple(out)
+
     def derive(self, name: str, title: str, source: str, summary: str, **changes) -> Profile:
-        """A profile with this one's conventions except ``changes``."""
-        unknown = set(changes) - set(self.conventions)
+        """A profile with this one's conventions and capabilities except ``changes``."""
+        unknown = set(changes) - set(self.conventions) - set(CAPABILITIES)
         if unknown:
-            raise ValueError(f"Profile {name!r}: {sorted(unknown)} are not conventions")
-        return Profile(name, title, source, summary, {**self.conventions, **changes})
+            raise ValueError(f"Profile {name!r}: {sorted(unknown)} are not conventions nor what a trainer has")
+        has = {k: v for k, v in changes.items() if k in CAPABILITIES}
+        conventions = {**self.conventions, **{k: v for k, v in changes.items() if k not in CAPABILITIES}}
+        return dataclasses.replace(
+            self, name=name, title=title, source=source, summary=summary, conventions=conventions, **has
+        )
+
+
+# What a trainer has: Profile attribute → its declaration (help, label, choices), in declaration order.
+CAPABILITIES: dict[str, Mapping] = {f.name: f.metadata for f in dataclasses.fields(Profile) if "label" in f.metadata}
 
 
 VERL = Profile(
@@ -62,17 +135,11 @@ VERL = Profile(
         kl_clamp="k3",
         maxrl_form="skyrl",
         zero_advantage_tokens="kept",
-        group_sizes="any",
         gdpo_whiten="token",
         rfpp_baseline_scope="token",
-        kl_plus_variants=True,
         sum_norm_divides_by_seqs=True,
         # ppo_loss sets global_batch_size = ppo_mini_batch_size × rollout.n (every row; ray_trainer._update_actor)
         seq_mean_rows="all",
-        token_sum_supported=True,
-        sequence_is_supported=True,
-        seq_mean_supported=True,
-        prompt_mean_supported=False,
         otb_handle_zero_tail=True,
         global_exclude_prefixes=("_",),
         turn_score_reduce="mean",
@@ -89,6 +156,12 @@ VERL = Profile(
         seq_mean_losses=("sapo",),
         kl_loss_agg="loss",
     ),
+    token_sum_supported=True,
+    seq_mean_supported=True,
+    prompt_mean_supported=False,  # SkyRL's prompt_mean
+    sequence_is_supported=True,
+    kl_plus_variants=True,
+    group_sizes="any",
 )
 # Search-R1 and KG-R1 vendor an old verl: no '+' KL variants, old sum-norm, no token-sum, no hole skipping.
 _OLD_VERL = dict(
@@ -367,7 +440,7 @@ def trl_loss_agg(loss_type: str, max_completion_length: int | None = None) -> di
 
 
 def profile_table() -> str:
-    """The README's profile table: each profile and what it reproduces."""
-    rows = ["| profile | what it reproduces |", "|---|---|"]
-    rows += [f"| `{p.name}` | {p.help} |" for p in PROFILES.values()]
+    """The README's profile table: each profile, what it reproduces and what its trainer lacks."""
+    rows = ["| profile | what it reproduces | what its trainer lacks |", "|---|---|---|"]
+    rows += [f"| `{p.name}` | {p.help} | {', '.join(p.lacks()) or '–'} |" for p in PROFILES.values()]
     return "\n".join(rows)

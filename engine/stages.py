@@ -132,12 +132,12 @@ def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, 
             raise ValueError("use_kl_in_reward needs old_log_probs and ref_log_probs; the run lacks them")
         pen = apply_kl_penalty(
             scores.scores, batch.old_log_probs, batch.ref_log_probs, masks.state, cfg.kl_penalty, cfg.kl_coef,
-            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.kl_plus_variants, cfg.kl_clamp,
+            cfg.kl_ctrl_type, cfg.kl_target, cfg.kl_horizon, cfg.trainer.kl_plus_variants, cfg.kl_clamp,
         )  # fmt: skip
         metrics = {"kl": pen.current_kl, "kl_coef": pen.beta, "kl_coef_next": pen.beta_next}
         return Rewards(pen.token_level_rewards, pen.kl, metrics)
-    if has_lp:
-        check_kl_penalty(cfg.kl_penalty, cfg.kl_plus_variants)  # a scheme that cannot be shown fails here, not later
+    if has_lp:  # a scheme that cannot be shown fails here, not later
+        check_kl_penalty(cfg.kl_penalty, cfg.trainer.kl_plus_variants)
     return Rewards(scores.scores, None, {})
 
 
@@ -147,7 +147,7 @@ def shown_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, mas
     if batch.old_log_probs is None or batch.ref_log_probs is None:
         return torch.zeros_like(scores.scores)
     kl = kl_penalty(
-        batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.kl_plus_variants, cfg.kl_clamp
+        batch.old_log_probs, batch.ref_log_probs, cfg.kl_penalty, cfg.trainer.kl_plus_variants, cfg.kl_clamp
     ).detach()
     return kl.mul_(masks.state)  # kl_penalty returns a new tensor: masked in place, no second [B, T]
 
@@ -215,7 +215,7 @@ def estimate(
     """Stage 3: the registered estimator ``cfg.estimator`` on the rewards, under ``cfg.stepwise_mode``
     (trajectory: the estimator itself; broadcast / per_step: ``engine.rllm``)."""
     est = get_estimator(cfg.estimator)
-    if cfg.group_sizes == "equal":
+    if cfg.trainer.group_sizes == "equal":
         check_equal_groups(batch.group_ids, cfg.profile)
     inp = estimator_input(batch, cfg, scores, rewards, masks)
     if cfg.stepwise_mode == "broadcast":

@@ -38,13 +38,22 @@ REJECTION_CONFIGS = [
     CreditConfig(profile="skyrl", **_REJECTION),
     CreditConfig(profile="verl", policy_ratio_base="rollout", **_REJECTION),
     CreditConfig(profile="verl", **_REJECTION),
-    CreditConfig(profile="openrlhf", group_sizes="any", **_REJECTION),
+    CreditConfig(profile="openrlhf", **_REJECTION),
 ]
+
+
+def _policy_sample(cfg: CreditConfig):
+    """The bundled policy sample (groups of 4 and 3 rows) as ``cfg``'s trainer can have made it: one group of 7
+    under OpenRLHF, whose groups are all one size (Profile.group_sizes)."""
+    batch = load_run(sources.sample_path("lint_cases/policy")).run.to_batch()
+    if cfg.trainer.group_sizes == "equal":
+        batch = batch.replace(group_ids=torch.zeros_like(batch.group_ids))
+    return batch
 
 
 @pytest.mark.parametrize("cfg", REJECTION_CONFIGS, ids=lambda c: f"{c.profile}-{c.policy_ratio_base}")
 def test_equals_compute_credit_when_the_trainer_counts_rejected_tokens(cfg) -> None:
-    batch = load_run(sources.sample_path("lint_cases/policy")).run.to_batch()
+    batch = _policy_sample(cfg)
     base = compute_credit(batch, cfg, token_extras=False)
     assert bool(base.rejected.any())  # the rejection fires on this run
     assert (base.count_mask is not base.loss_mask) == (
@@ -166,13 +175,13 @@ def test_prompt_mean_weighs_each_prompt_group_alike() -> None:
 @pytest.mark.parametrize(
     "cfg",
     [CreditConfig(estimator="grpo", policy_loss="sapo"), CreditConfig(profile="openrlhf", estimator="grpo",
-                                                                      group_sizes="any", policy_loss="gspo")],
+                                                                      policy_loss="gspo")],
     ids=["verl-sapo", "openrlhf-gspo"],
 )  # fmt: skip
 def test_losses_with_their_own_aggregation_show_it_whatever_the_mode(cfg) -> None:
     """verl's SAPO and OpenRLHF's GSPO aggregate seq-mean-token-mean whatever loss_agg_mode says: the weights the
     result shows are those (each row's loss tokens 1/(n_i·G)), and another mode changes nothing."""
-    batch = load_run(sources.sample_path("lint_cases/policy")).run.to_batch()
+    batch = _policy_sample(cfg)
     res = compute_credit(batch, cfg.replace(loss_agg_mode="token-mean"), token_extras=False)
     m = res.loss_mask
     n = m.sum(-1, keepdim=True)

@@ -130,7 +130,8 @@ def test_a_profile_that_refuses_a_chosen_value_resets_it_and_says_so() -> None:
     no_errors(at, "verl-legacy after token-sum")
     assert at.session_state[cfg_key("loss_agg_mode")] == "token-mean"
     assert [w.value for w in at.sidebar.warning] == [
-        "Loss aggregation reset to its default\\: 'token-sum' does not exist in profile 'verl-legacy'"
+        "Loss aggregation reset to its default\\: 'token-sum' does not exist in profile 'verl-legacy' "
+        "(volcengine/verl b178a3c (2026-01)\\: token-sum came to verl in 2026-08)"
     ]
     at.run()  # said once
     assert not at.sidebar.warning

@@ -18,7 +18,7 @@ from dashboard import exports
 from dashboard.state import cfg_key
 from engine import PROFILES, CreditConfig, compute_credit, config
 from engine.cli_compute import add_scheme_options, option_help, scheme_from_args
-from engine.profiles import profile_table
+from engine.profiles import CAPABILITIES, profile_table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,6 +37,12 @@ WRONG_TYPE = {
 }
 
 
+def option_strings() -> set[str]:
+    parser = argparse.ArgumentParser()
+    add_scheme_options(parser)
+    return {s for a in parser._actions for s in a.option_strings}
+
+
 def parse(*argv: str) -> CreditConfig:
     parser = argparse.ArgumentParser()
     add_scheme_options(parser)
@@ -53,7 +59,7 @@ def test_every_field_is_declared_with_help_and_the_help_table_is_derived() -> No
 
 
 def test_conventions_are_the_fields_every_profile_fills() -> None:
-    assert len(config.CONVENTIONS) == 38
+    assert len(config.CONVENTIONS) == 32
     for name in config.CONVENTIONS:
         assert config.FIELDS[name].default is None, name
     for p in PROFILES.values():
@@ -166,6 +172,79 @@ def test_a_profile_is_one_row_of_conventions_with_its_source() -> None:
         kgr1.conventions["std_ddof"] = 0  # read-only: a profile is a declaration, not shared mutable state
     with pytest.raises(ValueError, match=r"\['gamma'\] are not conventions"):
         kgr1.derive("x", "x", "x", "x", gamma=0.5)
+
+
+# ------------------------------------------------------------------------------------------------ what a trainer has
+def test_what_a_trainer_has_is_the_profile_s_not_the_scheme_s() -> None:
+    assert list(CAPABILITIES) == [
+        "token_sum_supported",
+        "seq_mean_supported",
+        "prompt_mean_supported",
+        "sequence_is_supported",
+        "kl_plus_variants",
+        "group_sizes",
+    ]
+    assert not set(CAPABILITIES) & set(config.FIELDS) and not set(CAPABILITIES) & set(config.CONVENTIONS)
+    cfg = CreditConfig(profile="search-r1")
+    assert cfg.trainer is PROFILES["search-r1"] and not hasattr(cfg, "seq_mean_supported")
+    assert (cfg.trainer.seq_mean_supported, cfg.trainer.token_sum_supported) == (False, False)
+    assert PROFILES["openrlhf"].group_sizes == "equal" and PROFILES["skyrl"].prompt_mean_supported
+    assert PROFILES["verl-legacy"].lacks() == ("no token-sum", "no prompt-mean-token-mean", "no '+' KL estimators")
+    assert PROFILES["openrlhf"].lacks()[-1] == "group sizes: equal only"
+    assert "--seq-mean-supported" not in option_strings()
+    with pytest.raises(ValueError, match=r"Profile 'x': group_sizes='some' is not one of \['any', 'equal'\]"):
+        PROFILES["verl"].derive("x", "x", "x", "x", group_sizes="some")
+
+
+@pytest.mark.parametrize(
+    "fields, says",
+    [
+        (
+            dict(profile="search-r1", loss_agg_mode="seq-mean-token-mean"),
+            r"CreditConfig\.loss_agg_mode: 'seq-mean-token-mean' does not exist in profile 'search-r1' \(Search-R1 "
+            r"a14dc3a: its policy loss is a token mean\)",
+        ),
+        (
+            dict(profile="verl-legacy", loss_agg_mode="token-sum"),
+            r"'token-sum' does not exist in profile 'verl-legacy' \(volcengine/verl b178a3c \(2026-01\): ",
+        ),
+        (
+            dict(profile="trl", loss_agg_mode="prompt-mean-token-mean"),
+            r"does not exist in profile 'trl' \(huggingface/trl 1\.16\.0 GRPOTrainer: .*profile 'skyrl' has it",
+        ),
+        (
+            dict(profile="openrlhf", rollout_is="sequence"),
+            r"CreditConfig\.rollout_is: 'sequence' .* does not exist in profile 'openrlhf' \(OpenRLHF/OpenRLHF",
+        ),
+    ],
+)
+def test_asking_a_trainer_for_what_it_lacks_names_the_profile_and_the_trainer(fields: dict, says: str) -> None:
+    with pytest.raises(ValueError, match=says):
+        CreditConfig(**fields)
+
+
+def test_a_scheme_that_still_says_what_the_trainer_has_is_accepted_where_the_profile_agrees() -> None:
+    """Older exports hold the six as fields: dropped where they say what the profile says, refused otherwise."""
+    assert CreditConfig(profile="search-r1", seq_mean_supported=False, group_sizes="any") == CreditConfig(
+        profile="search-r1"
+    )
+    old = {**CreditConfig(profile="openrlhf").to_dict(), **PROFILES["openrlhf"].capabilities}
+    assert CreditConfig.from_dict(old) == CreditConfig(profile="openrlhf")
+    assert set(CreditConfig.from_dict(old).to_dict()) == set(config.FIELDS)
+    with pytest.raises(ValueError, match=r"CreditConfig\.seq_mean_supported: describes the trainer, not a choice: "):
+        CreditConfig(profile="search-r1", seq_mean_supported=True, loss_agg_mode="seq-mean-token-mean")
+    with pytest.raises(ValueError, match=r"profile 'openrlhf' \(OpenRLHF.*\) has group_sizes='equal', not 'any'"):
+        CreditConfig.from_dict({**old, "group_sizes": "any"})
+    with pytest.raises(ValueError, match=r"has token_sum_supported=False, not True"):
+        CreditConfig(profile="verl", loss_agg_mode="token-sum").replace(profile="kg-r1", token_sum_supported=True)
+
+
+def test_the_cross_field_refusals_are_one_table_naming_a_field() -> None:
+    assert all(r.field in config.FIELDS for r in config.REFUSALS)
+    cfg = CreditConfig(estimator="gae")
+    assert not any(r.applies(cfg) for r in config.REFUSALS)
+    with pytest.raises(ValueError, match=r"^CreditConfig\.length_penalty: only estimator 'grpo' applies it"):
+        cfg.replace(length_penalty=(0.1, 0.1, 0.1))
 
 
 # ------------------------------------------------------------------------------------------------ device

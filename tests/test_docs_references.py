@@ -116,9 +116,10 @@ def _section(number: str) -> str:
 
 
 def test_profile_table_is_what_the_profiles_set() -> None:
-    """§8's table of profile conventions says what ``CreditConfig(profile=p)`` resolves, cell by cell."""
+    """§8's tables of profile conventions and of what each trainer has say what ``CreditConfig(profile=p)``
+    resolves and what ``PROFILES[p]`` has, cell by cell."""
     from engine.config import CreditConfig
-    from engine.profiles import PROFILES
+    from engine.profiles import CAPABILITIES, PROFILES
 
     lines = _section("8").splitlines()
     header = next(line for line in lines if line.startswith("| field | meaning |"))
@@ -130,12 +131,13 @@ def test_profile_table_is_what_the_profiles_set() -> None:
         if line.startswith("| `") and len(cells := [c.strip() for c in line.strip("|").split("|")]) == 3 + len(profiles)
     }
     set_by_profiles = set().union(*(p.conventions for p in PROFILES.values()))
-    assert set(rows) == set_by_profiles
+    assert set(rows) == set_by_profiles | set(CAPABILITIES)
 
     def shown(v) -> str:
         return repr(v).replace("'", '"') if isinstance(v, tuple) else str(v)
 
     for field_name, cells in rows.items():
         for profile, cell in zip(profiles, cells, strict=True):
-            value = getattr(CreditConfig(profile=profile), field_name)
+            has = field_name in CAPABILITIES
+            value = getattr(PROFILES[profile] if has else CreditConfig(profile=profile), field_name)
             assert cell.strip("`") == shown(value), (field_name, profile, cell, value)

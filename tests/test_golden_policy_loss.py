@@ -451,13 +451,20 @@ def test_the_gradient_is_the_derivative_of_the_loss_value(case: dict) -> None:
     assert_golden(grad, lp.grad, what="closed form vs autograd")
 
 
+def _as_the_trainer_groups(batch, cfg: CreditConfig):
+    """The policy sample's groups (4 and 3 rows) as one group of 7 where the trainer has groups of one size only
+    (OpenRLHF, Profile.group_sizes): the loss stage checked here does not depend on the groups."""
+    if cfg.trainer.group_sizes == "equal":
+        return batch.replace(group_ids=torch.zeros_like(batch.group_ids))
+    return batch
+
+
 @pytest.mark.parametrize(
     "fields",
     [
-        dict(profile="openrlhf", group_sizes="any", policy_loss="gspo"),
+        dict(profile="openrlhf", policy_loss="gspo"),
         dict(
             profile="openrlhf",
-            group_sizes="any",
             rollout_is="token",
             rollout_is_threshold="inf",
             rollout_rs=("seq_mean_tv",),
@@ -503,6 +510,7 @@ def test_the_stage_computes_what_the_golden_mapping_checks(fields: dict) -> None
 
     batch = load_run(Path(__file__).resolve().parents[1] / "sample_runs" / "lint_cases" / "policy").run.to_batch()
     cfg = CreditConfig(**fields)
+    batch = _as_the_trainer_groups(batch, cfg)
     res = compute_credit(batch, cfg, device="cpu")
     lp, rollout = batch.old_log_probs, batch.rollout_log_probs
     _, _, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, masks_for(batch, cfg).state, None, batch.group_ids)
@@ -526,10 +534,8 @@ def test_the_stage_aggregates_the_kl_loss_as_the_golden_mapping(profile: str) ->
     lp, rollout = batch.old_log_probs, batch.rollout_log_probs
     ref = lp + 0.3 * torch.sin(torch.arange(lp.numel(), dtype=lp.dtype)).view_as(lp)  # a reference policy nearby
     batch = batch.replace(ref_log_probs=ref)
-    groups = {"group_sizes": "any"} if profile == "openrlhf" else {}  # the sample's groups differ in size
-    cfg = CreditConfig(
-        profile=profile, kl_loss_coef=0.1, rollout_rs=("token_k1",), rollout_rs_threshold=("0.8_1.25",), **groups
-    )
+    cfg = CreditConfig(profile=profile, kl_loss_coef=0.1, rollout_rs=("token_k1",), rollout_rs_threshold=("0.8_1.25",))
+    batch = _as_the_trainer_groups(batch, cfg)
     res = compute_credit(batch, cfg, device="cpu")
     mask = masks_for(batch, cfg).state
     _, after, grad = _engine_grad(cfg, lp, lp, rollout, res.advantages, mask, ref, batch.group_ids)
@@ -583,7 +589,7 @@ def test_openrlhf_kl_loss_is_a_clamped_token_mean(mode: str) -> None:
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
     lp = torch.full((2, 3), -1.0)
     ref = lp - torch.tensor([[0.5, 12.0, 0.0], [-11.0, 2.0, 0.0]])
-    cfg = CreditConfig(profile="openrlhf", group_sizes="any", loss_agg_mode=mode, kl_loss_coef=0.3, kl_loss_type="k1")
+    cfg = CreditConfig(profile="openrlhf", loss_agg_mode=mode, kl_loss_coef=0.3, kl_loss_type="k1")
     pg = policy_gradient(lp, lp, torch.zeros(2, 3), mask, cfg, ref_log_prob=ref)
     torch.testing.assert_close(pg.kl, torch.tensor([[0.075, 0.0, 0.0], [0.0, 0.075, 0.0]]))
 

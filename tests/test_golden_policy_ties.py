@@ -93,7 +93,7 @@ def test_a_dual_clip_tie_by_hand(profile: str, share: float) -> None:
     lp = torch.tensor([[-0.05685281753540039, -0.05685281753540039 + 1e-3]])
     old = torch.tensor([[-0.75, -0.75]])
     adv, mask = torch.full((1, 2), -1.0), torch.ones(1, 2)
-    cfg = CreditConfig(profile=profile, clip_ratio_c=2.0, group_sizes="any")
+    cfg = CreditConfig(profile=profile, clip_ratio_c=2.0)
     assert torch.exp(lp - old)[0, 0].item() == 2.0
     pg = policy_gradient(lp, old, adv, mask, cfg)
     torch.testing.assert_close(pg.grad, torch.tensor([[2.0 * share, 0.0]]))
@@ -113,7 +113,7 @@ def test_the_ratio_one_shortcut_holds_on_a_zero_clip(profile: str, clip: dict) -
 
     batch = synthetic_batch(8, 12, group_size=4, seed=5)
     for loss in ("vanilla", "gspo"):
-        cfg = CreditConfig(profile=profile, estimator="grpo", policy_loss=loss, group_sizes="any", **clip)
+        cfg = CreditConfig(profile=profile, estimator="grpo", policy_loss=loss, **clip)
         res = compute_credit(batch, cfg, device="cpu")
         full = weigh_policy(
             batch, cfg, res.advantages, res.loss_mask, res.agg_weights, res.effective_weights, None, shortcut=False

@@ -42,7 +42,7 @@ KL = {"verl_kl_penalty.json": "verl", "verl_legacy_b178a3c_kl_penalty.json": "ve
 @pytest.mark.parametrize("golden,case", _versioned(KL))
 def test_kl_penalty_value_and_gradient(golden, case):
     i, name = case["inputs"], case["params"]["kl_penalty"]
-    allow_plus = CreditConfig(profile=KL[golden]).kl_plus_variants
+    allow_plus = CreditConfig(profile=KL[golden]).trainer.kl_plus_variants
     logprob = tensor(i["logprob"]).requires_grad_(True)
     if is_error(case):
         with pytest.raises(REFERENCE_ERRORS):
@@ -136,7 +136,9 @@ AGG_KWARGS = ("dp_size", "batch_num_tokens", "global_batch_size", "loss_scale_fa
 
 def _profile_agg_kwargs(profile: str) -> dict:
     cfg = CreditConfig(profile=profile)
-    return dict(sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs, token_sum_supported=cfg.token_sum_supported)
+    return dict(
+        sum_norm_divides_by_seqs=cfg.sum_norm_divides_by_seqs, token_sum_supported=cfg.trainer.token_sum_supported
+    )
 
 
 @pytest.mark.parametrize("golden,case", _versioned(AGG))

@@ -98,13 +98,11 @@ def test_other_trainers_reject_in_the_loss_only(case: dict, profile: str) -> Non
     the rejected tokens."""
     batch = _batch(case["inputs"])
     fields = {"profile": profile}
-    if (
-        not PROFILES[profile].conventions["sequence_is_supported"]
-        and case["params"]["rollout_correction"]["rollout_is"]
-    ):
+    if not PROFILES[profile].sequence_is_supported and case["params"]["rollout_correction"]["rollout_is"]:
         fields["rollout_is"] = "token"  # OpenRLHF has no sequence-level IS weight (the profile refuses it)
     cfg = _config(case["params"], **fields)
-    if cfg.group_sizes == "equal" and torch.unique(torch.unique(batch.group_ids, return_counts=True)[1]).numel() > 1:
+    sizes = torch.unique(torch.unique(batch.group_ids, return_counts=True)[1])
+    if cfg.trainer.group_sizes == "equal" and sizes.numel() > 1:
         batch = batch.replace(group_ids=torch.zeros_like(batch.group_ids))  # OpenRLHF needs equal groups
     res = compute_credit(batch, cfg, device="cpu")
     plain = compute_credit(batch, cfg.replace(rollout_is=None, rollout_rs=(), rollout_rs_threshold=()), device="cpu")

@@ -140,11 +140,11 @@ def assert_close(actual, expected, atol=1e-9, rtol=1e-7, msg=""):
 
 # ---------------------------------------------------------------------------------------------- masked credit
 def _config(profile: str, estimator: str, mode: str, agg: str, **kw) -> CreditConfig:
-    if agg == "token-sum" and not CreditConfig(profile=profile).token_sum_supported:
+    if agg == "token-sum" and not PROFILES[profile].token_sum_supported:
         agg = "token-mean"  # that profile's verl has no token-sum
-    if agg.startswith("seq-mean") and not CreditConfig(profile=profile).seq_mean_supported:
+    if agg.startswith("seq-mean") and not PROFILES[profile].seq_mean_supported:
         agg = "token-mean"  # Search-R1's policy loss is a token mean
-    if agg == "prompt-mean-token-mean" and not CreditConfig(profile=profile).prompt_mean_supported:
+    if agg == "prompt-mean-token-mean" and not PROFILES[profile].prompt_mean_supported:
         agg = "token-mean"  # SkyRL's prompt_mean: profile skyrl only
     if estimator == "logged":
         mode = "trajectory"  # the trainer's own advantages: no step rewards to recompute (the config refuses it)
@@ -172,7 +172,7 @@ def test_tokens_outside_the_loss_mask_get_no_weight(layout, seed, estimator, mod
     batch = full_batch(*layout, seed)
     cfg = _config(profile, estimator, mode, agg, **flags)
     sizes = torch.unique(batch.group_ids, return_counts=True)[1]
-    if cfg.group_sizes == "equal" and sizes.unique().numel() > 1:  # OpenRLHF cannot have made this batch
+    if cfg.trainer.group_sizes == "equal" and sizes.unique().numel() > 1:  # OpenRLHF cannot have made this batch
         with pytest.raises(ValueError, match="prompt groups of one size"):
             compute_credit(batch, cfg)
         return

@@ -69,7 +69,7 @@ def test_each_step_of_a_two_step_batch_is_computed_alone(estimator, profile, lay
     batch, rows5, rows6 = two_steps(layout, seed)
     cfg = _config(profile, estimator, mode, agg, **flags)
     sizes = torch.unique(batch.group_ids, return_counts=True)[1]
-    if cfg.group_sizes == "equal" and sizes.unique().numel() > 1:  # OpenRLHF refuses (each step alone does too)
+    if cfg.trainer.group_sizes == "equal" and sizes.unique().numel() > 1:  # OpenRLHF refuses (each step alone does too)
         with pytest.raises(ValueError, match="prompt groups of one size"):
             compute_credit(batch, cfg)
         return

@@ -104,7 +104,7 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
         cfg.std_ddof,
         std_scope=cfg.grpo_std_scope,
         singleton=cfg.grpo_singleton,
-        grid=cfg.group_sizes == "equal",
+        grid=cfg.trainer.group_sizes == "equal",
     )
     return broadcast_rows(a, inp, ex | shaping)
 
