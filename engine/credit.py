@@ -31,17 +31,19 @@ from engine.stages import (
     Masks,
     Rewards,
     TokenScores,
+    aggregation_config,
+    aggregation_weights,
     batch_rows,
     estimate,
     masks_for,
     place_scores,
     reject_before_advantages,
+    reweigh_gradient,
     shown_kl,
     subtract_kl,
-    token_weights,
     weigh_loss,
 )
-from engine.steps import StepParts, is_expanded_constant, merge_steps, split_steps
+from engine.steps import StepParts, is_expanded_constant, merge_steps, per_step, split_steps
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -306,42 +308,24 @@ def compute_credit(
     )
 
 
-def _step_weights(res: CreditResult, cfg: CreditConfig, group_ids: torch.Tensor | None) -> torch.Tensor:
-    """``token_weights`` of ``res``'s counted mask under ``cfg``, each step's rows alone (their counts are that
-    step's batch's)."""
-    if not res.step_rows:
-        return token_weights(res.count_mask, cfg, group_ids, batch_rows(res.kept))
-    w = torch.zeros(res.count_mask.shape, dtype=res.agg_weights.dtype, device=res.count_mask.device)
-    for _, rows in res.step_rows:
-        gid = None if group_ids is None else group_ids.to(rows.device)[rows]
-        w[rows] = token_weights(res.count_mask[rows], cfg, gid, batch_rows(res.kept[rows]))
-    return w
-
-
 def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | None = None) -> CreditResult:
-    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: the mode changes only the
-    aggregation weights and, through them, the effective weights (w · A on the loss mask), so those two are
-    recomputed from the result's own loss mask and advantages exactly as ``compute_credit`` computes them; every
-    other field is the same tensor. ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the
-    ``ValueError`` the config or ``agg_weights`` raises for a mode the profile lacks, and a ``ValueError`` where the
-    gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1, or its KL loss, which keeps its own
-    aggregation: compute the scheme instead).
+    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``, from stage 4's own functions: the mode
+    changes only the aggregation weights (``stages.aggregation_weights`` on the result's counted and loss masks,
+    each training step alone: ``steps.per_step``), the effective weights w · A on the loss mask and, through them,
+    the gradient weight (``stages.reweigh_gradient``); every other field is the same tensor, and so is every view
+    where the policy loss aggregates as it did (``stages.aggregation_config``: verl's SAPO, OpenRLHF's GSPO).
+    ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the ``ValueError`` the config or
+    ``agg_weights`` raises for a mode the profile lacks, and the one ``reweigh_gradient`` raises where the gradient
+    weight is not the old one rescaled (compute the scheme instead).
     Run analytics varies the mode: one computation instead of one per mode."""
     cfg = res.config.replace(loss_agg_mode=mode)
-    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
+    if aggregation_config(cfg).loss_agg_mode == aggregation_config(res.config).loss_agg_mode:
         return res.replace(config=cfg)
-    w = _step_weights(res, cfg, group_ids)
-    if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
-        w = w * res.loss_mask.bool()
+
+    def weights(count_mask, loss_mask, kept, gid):
+        return aggregation_weights(count_mask, loss_mask, cfg, gid, batch_rows(kept))
+
+    w = per_step(res.step_rows, weights, res.count_mask, res.loss_mask, res.kept, group_ids)
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
-    grad = res.grad_weight
-    if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)
-        grad = effective
-    elif cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
-        raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
-    elif cfg.kl_loss_coef and cfg.kl_loss_agg != "loss":  # SkyRL's KL loss keeps its own weights: not a rescale
-        raise ValueError("a KL loss aggregated on its own (kl_loss_agg) does not follow the mode; recompute")
-    elif cfg.policy_loss != "geo_mean":  # geo_mean aggregates by itself (a mean over rows)
-        old = res.agg_weights
-        grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)
+    grad = reweigh_gradient(cfg, res.grad_weight, res.agg_weights, res.effective_weights, w, effective)
     return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)
