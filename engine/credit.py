@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,20 +27,23 @@ from engine.batch import TrajectoryBatch
 from engine.config import CreditConfig
 from engine.registry import EstimatorOutput
 from engine.stages import (
+    LossWeights,
     Masks,
     Rewards,
     TokenScores,
+    aggregation_config,
+    aggregation_weights,
     batch_rows,
     estimate,
     masks_for,
     place_scores,
     reject_before_advantages,
+    reweigh_gradient,
     shown_kl,
     subtract_kl,
-    token_weights,
     weigh_loss,
 )
-from engine.steps import StepParts, is_expanded_constant, merge_steps, split_steps
+from engine.steps import StepParts, is_expanded_constant, merge_steps, per_step, split_steps
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -63,37 +67,42 @@ class _Pending:
         # the shown KL first: its [B, T] temporary is gone before stage 4 allocates (a big run's peak)
         kl = self.rewards.kl if self.rewards.kl is not None else shown_kl(self.batch, cfg, self.scores, self.masks)
         loss = weigh_loss(self.batch, cfg, self.scores, self.rewards, self.out, self.masks)  # (4)
-        turn_r = self.scores.turn_rewards
-        return {
-            "kl": kl,
-            "loss_mask": loss.loss_mask,
-            "count_mask": loss.count_mask,
-            "agg_weights": loss.agg_weights,
-            "effective_weights": loss.effective_weights,
-            "scores": loss.scores,
-            "sample_scores": loss.sample_scores,
-            "group_mean": loss.groups.mean,
-            "group_std": loss.groups.std,
-            "group_size": loss.groups.size,
-            "kept": loss.kept,
-            "verdicts": loss.verdicts,
-            "turn_rewards": turn_r if turn_r is not None else loss.turn_sums[..., 1],
-            "turn_advantage": loss.turn_sums[..., 0],
-            "turn_tokens": loss.turn_sums[..., 2],
-            "mismatch": loss.policy.mismatch,
-            "ratio": loss.policy.ratio,
-            "pg_clipped": loss.policy.pg_clipped,
-            "is_weight": loss.policy.is_weight,
-            "rejected": loss.policy.rejected,
-            "grad_weight": loss.policy.grad_weight,
-            "entropy": self.batch.entropy
-            if self.batch.entropy is not None
-            else torch.zeros((), device=loss.loss_mask.device).expand_as(loss.loss_mask),
-        }
+        shown = Shown(kl, loss, self.scores, self.batch)
+        return {name: getattr(CreditResult, name).of(shown) for name in CreditResult.VIEWS}
 
 
-def _view(name: str) -> property:
-    return property(lambda self: self.views()[name], doc=f"``{name}`` (a view: see ``CreditResult``).")
+@dataclass(frozen=True)
+class Shown:
+    """What the views are read from: the KL shown beside the rewards [B, T], stage 4's ``LossWeights``, stage 1's
+    ``TokenScores`` and the batch."""
+
+    kl: torch.Tensor
+    loss: LossWeights
+    scores: TokenScores
+    batch: TrajectoryBatch
+
+
+class View:
+    """Declares a view of ``CreditResult``, once: its name (the attribute's), how it is read from the computed stage
+    (``of``, a function of ``Shown``) and what it is (``doc``). Reading a view computes every view, once and
+    thread-safely (``CreditResult.views``); the views' names, in declaration order, are ``CreditResult.VIEWS``."""
+
+    def __init__(self, of: Callable[[Shown], torch.Tensor], doc: str) -> None:
+        self.of = of
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, res: CreditResult | None, owner: type | None = None):
+        return self if res is None else res.views()[self.name]
+
+    def __set__(self, res: CreditResult, value) -> None:
+        raise AttributeError(f"CreditResult.{self.name} is a view: use replace({self.name}=...)")
+
+
+def _no_entropy(s: Shown) -> torch.Tensor:
+    return torch.zeros((), device=s.loss.loss_mask.device).expand_as(s.loss.loss_mask)
 
 
 @dataclass(frozen=True)
@@ -110,24 +119,12 @@ class CreditResult:
     step_rows: for a batch of several training steps, ``(step, rows)`` of each, computed alone (``engine.steps``);
     empty for one step.
 
-    Views (``VIEWS``: computed together on first read, then kept): kl: per-token KL (masked; zeros without
-    log-probs). loss_mask: tokens that enter the loss. count_mask: the tokens the aggregation counted (loss_mask, or
-    the mask before rollout rejection where the trainer still counts a rejected token: bypass mode,
-    ``rejected_tokens_counted``). agg_weights: each token's weight in the aggregated loss;
-    effective_weights = agg_weights · advantages. scores: Σ_t token_level_rewards (what outcome estimators see).
-    sample_scores: Σ_t returns · score mask (the dump score, CONVENTIONS.md §7.1 step 6). group_mean/std/size:
-    statistics of the scores' groups. kept: rows kept by rejection sampling. verdicts: 0 solve_none / 1 partial /
-    2 solve_all. turn_rewards, turn_advantage, turn_tokens: per-turn summaries. The policy-loss stage
-    (``engine.policy``, CONVENTIONS.md §14): mismatch (log π_trainer − log π_rollout), ratio, pg_clipped,
-    is_weight, rejected, grad_weight (−∂L/∂log π per token: the gradient each token actually gets). entropy: the
-    policy's entropy at each token when the run carries it (0 otherwise).
+    Views (``View``, declared below the fields, each with what it is): stage 4 (``stages.weigh_loss``: the loss
+    mask, aggregation and policy-loss weights, row and turn summaries) and the KL shown beside the rewards,
+    computed together the first time one is read (``views``), then kept; ``VIEWS``: their names.
     """
 
-    VIEWS: ClassVar[tuple[str, ...]] = (
-        "kl", "loss_mask", "count_mask", "agg_weights", "effective_weights", "scores", "sample_scores", "group_mean",
-        "group_std", "group_size", "kept", "verdicts", "turn_rewards", "turn_advantage", "turn_tokens",
-        "mismatch", "ratio", "pg_clipped", "is_weight", "rejected", "grad_weight", "entropy",
-    )  # fmt: skip
+    VIEWS: ClassVar[tuple[str, ...]]  # the views' names, in declaration order (set below the class)
 
     config: CreditConfig
     device: str
@@ -146,28 +143,42 @@ class CreditResult:
     _views: dict[str, torch.Tensor] | None = field(default=None, repr=False, compare=False)
     _pending: _Pending | StepParts | None = field(default=None, repr=False, compare=False)
 
-    kl = _view("kl")
-    loss_mask = _view("loss_mask")
-    count_mask = _view("count_mask")
-    agg_weights = _view("agg_weights")
-    effective_weights = _view("effective_weights")
-    scores = _view("scores")
-    sample_scores = _view("sample_scores")
-    group_mean = _view("group_mean")
-    group_std = _view("group_std")
-    group_size = _view("group_size")
-    kept = _view("kept")
-    verdicts = _view("verdicts")
-    turn_rewards = _view("turn_rewards")
-    turn_advantage = _view("turn_advantage")
-    turn_tokens = _view("turn_tokens")
-    mismatch = _view("mismatch")
-    ratio = _view("ratio")
-    pg_clipped = _view("pg_clipped")
-    is_weight = _view("is_weight")
-    rejected = _view("rejected")
-    grad_weight = _view("grad_weight")
-    entropy = _view("entropy")
+    kl = View(lambda s: s.kl, "[B, T] per-token KL(old‖ref) on the state mask (zeros without log-probs).")
+    loss_mask = View(lambda s: s.loss.loss_mask, "[B, T] the tokens that enter the loss.")
+    count_mask = View(
+        lambda s: s.loss.count_mask,
+        "[B, T] the tokens the aggregation counted: loss_mask, or the mask before rollout rejection where the "
+        "trainer still counts a rejected token (bypass mode, ``rejected_tokens_counted``).",
+    )
+    agg_weights = View(lambda s: s.loss.agg_weights, "[B, T] each token's weight in the aggregated loss.")
+    effective_weights = View(lambda s: s.loss.effective_weights, "[B, T] agg_weights · advantages on the loss mask.")
+    scores = View(lambda s: s.loss.scores, "[B] Σ_t token_level_rewards (what outcome estimators see).")
+    sample_scores = View(
+        lambda s: s.loss.sample_scores, "[B] Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6)."
+    )
+    group_mean = View(lambda s: s.loss.groups.mean, "[B] the mean score of the row's prompt group.")
+    group_std = View(lambda s: s.loss.groups.std, "[B] the std of the row's prompt group's scores (``std_ddof``).")
+    group_size = View(lambda s: s.loss.groups.size, "[B] the number of rows in the row's prompt group.")
+    kept = View(lambda s: s.loss.kept, "[B] rows kept by rejection sampling and the truncation mask.")
+    verdicts = View(lambda s: s.loss.verdicts, "[B] rLLM's rejection verdict: 0 solve_none / 1 partial / 2 solve_all.")
+    turn_rewards = View(
+        lambda s: s.scores.turn_rewards if s.scores.turn_rewards is not None else s.loss.turn_sums[..., 1],
+        "[B, K] each turn's reward: the weighted turn components, or Σ of the turn's rewards without them.",
+    )
+    turn_advantage = View(lambda s: s.loss.turn_sums[..., 0], "[B, K] Σ of each turn's trained advantages.")
+    turn_tokens = View(lambda s: s.loss.turn_sums[..., 2], "[B, K] each turn's loss-mask tokens.")
+    mismatch = View(lambda s: s.loss.policy.mismatch, "[B, T] log π_trainer − log π_rollout (CONVENTIONS.md §14).")
+    ratio = View(lambda s: s.loss.policy.ratio, "[B, T] the ratio the policy loss clips (``engine.policy``).")
+    pg_clipped = View(lambda s: s.loss.policy.pg_clipped, "[B, T] the policy loss cuts the token's gradient.")
+    is_weight = View(lambda s: s.loss.policy.is_weight, "[B, T] the rollout-correction IS weight (1 when off).")
+    rejected = View(lambda s: s.loss.policy.rejected, "[B, T] dropped by rollout rejection sampling.")
+    grad_weight = View(
+        lambda s: s.loss.policy.grad_weight, "[B, T] −∂L/∂log π per token: the gradient each token actually gets."
+    )
+    entropy = View(
+        lambda s: s.batch.entropy if s.batch.entropy is not None else _no_entropy(s),
+        "[B, T] the policy's entropy at each token when the run carries it (0 otherwise).",
+    )
 
     def views(self) -> dict[str, torch.Tensor]:
         """Every view by name, computed (once, thread-safely) the first time any is asked for."""
@@ -227,6 +238,9 @@ class CreditResult:
             if not is_expanded_constant(t):  # shown where the run and the scheme make them vary
                 q[name] = t
         return q
+
+
+CreditResult.VIEWS = tuple(name for name, v in vars(CreditResult).items() if isinstance(v, View))
 
 
 def compute_credit(
@@ -294,42 +308,24 @@ def compute_credit(
     )
 
 
-def _step_weights(res: CreditResult, cfg: CreditConfig, group_ids: torch.Tensor | None) -> torch.Tensor:
-    """``token_weights`` of ``res``'s counted mask under ``cfg``, each step's rows alone (their counts are that
-    step's batch's)."""
-    if not res.step_rows:
-        return token_weights(res.count_mask, cfg, group_ids, batch_rows(res.kept))
-    w = torch.zeros(res.count_mask.shape, dtype=res.agg_weights.dtype, device=res.count_mask.device)
-    for _, rows in res.step_rows:
-        gid = None if group_ids is None else group_ids.to(rows.device)[rows]
-        w[rows] = token_weights(res.count_mask[rows], cfg, gid, batch_rows(res.kept[rows]))
-    return w
-
-
 def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | None = None) -> CreditResult:
-    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: the mode changes only the
-    aggregation weights and, through them, the effective weights (w · A on the loss mask), so those two are
-    recomputed from the result's own loss mask and advantages exactly as ``compute_credit`` computes them; every
-    other field is the same tensor. ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the
-    ``ValueError`` the config or ``agg_weights`` raises for a mode the profile lacks, and a ``ValueError`` where the
-    gradient weight is not the old one rescaled (SkyRL's kl_cov away from ratio 1, or its KL loss, which keeps its own
-    aggregation: compute the scheme instead).
+    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``, from stage 4's own functions: the mode
+    changes only the aggregation weights (``stages.aggregation_weights`` on the result's counted and loss masks,
+    each training step alone: ``steps.per_step``), the effective weights w · A on the loss mask and, through them,
+    the gradient weight (``stages.reweigh_gradient``); every other field is the same tensor, and so is every view
+    where the policy loss aggregates as it did (``stages.aggregation_config``: verl's SAPO, OpenRLHF's GSPO).
+    ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the ``ValueError`` the config or
+    ``agg_weights`` raises for a mode the profile lacks, and the one ``reweigh_gradient`` raises where the gradient
+    weight is not the old one rescaled (compute the scheme instead).
     Run analytics varies the mode: one computation instead of one per mode."""
     cfg = res.config.replace(loss_agg_mode=mode)
-    if cfg.policy_loss in cfg.seq_mean_losses:  # verl's SAPO, OpenRLHF's GSPO: seq-mean-token-mean whatever the mode
+    if aggregation_config(cfg).loss_agg_mode == aggregation_config(res.config).loss_agg_mode:
         return res.replace(config=cfg)
-    w = _step_weights(res, cfg, group_ids)
-    if res.count_mask is not res.loss_mask:  # the trainer counted rejected tokens: they still get no weight
-        w = w * res.loss_mask.bool()
+
+    def weights(count_mask, loss_mask, kept, gid):
+        return aggregation_weights(count_mask, loss_mask, cfg, gid, batch_rows(kept))
+
+    w = per_step(res.step_rows, weights, res.count_mask, res.loss_mask, res.kept, group_ids)
     effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
-    grad = res.grad_weight
-    if grad is res.effective_weights:  # the policy stage left w · A as it was (ratio 1, no correction)
-        grad = effective
-    elif cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
-        raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
-    elif cfg.kl_loss_coef and cfg.kl_loss_agg != "loss":  # SkyRL's KL loss keeps its own weights: not a rescale
-        raise ValueError("a KL loss aggregated on its own (kl_loss_agg) does not follow the mode; recompute")
-    elif cfg.policy_loss != "geo_mean":  # geo_mean aggregates by itself (a mean over rows)
-        old = res.agg_weights
-        grad = torch.where(old > 0, grad * w / torch.where(old > 0, old, 1.0), 0.0)
+    grad = reweigh_gradient(cfg, res.grad_weight, res.agg_weights, res.effective_weights, w, effective)
     return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)

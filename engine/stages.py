@@ -301,6 +301,23 @@ def token_weights(
     )
 
 
+def aggregation_weights(
+    count_mask: torch.Tensor,
+    loss_mask: torch.Tensor,
+    cfg: CreditConfig,
+    group_ids: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Stage 4's aggregation weights [B, T]: ``token_weights`` of the mask the trainer counts (``count_mask``) under
+    the aggregation its policy loss uses (``aggregation_config``), and 0 on a counted token the loss mask drops (a
+    token rollout rejection drops and the trainer still counts: bypass mode, ``rejected_tokens_counted``).
+    ``group_ids``, ``rows``: as in ``token_weights``."""
+    w = token_weights(count_mask, aggregation_config(cfg), group_ids, rows)
+    if count_mask is not loss_mask:  # a rejected token still counted: it gets no weight
+        w = w * loss_mask.bool()
+    return w
+
+
 def weigh_loss(
     batch: TrajectoryBatch,
     cfg: CreditConfig,
@@ -335,9 +352,7 @@ def weigh_loss(
         counted = cfg.policy_ratio_base == "rollout" or cfg.rejected_tokens_counted
         if not counted or cfg.policy_loss in cfg.seq_mean_losses:
             count_mask = loss_mask
-    w = token_weights(count_mask, aggregation_config(cfg), batch.group_ids, rows)
-    if count_mask is not loss_mask:  # a rejected token still counted: it gets no weight
-        w = w * correction.keep
+    w = aggregation_weights(count_mask, loss_mask, cfg, batch.group_ids, rows)
     groups = group_stats(row_scores, batch.group_ids, ddof=cfg.std_ddof)
     trained_adv = torch.where(loss_mask.bool(), out.advantages, 0.0)
     turn_sums = batch.turn_segments.sums(trained_adv, rewards.rewards, loss_mask)  # (B, K, 3)
@@ -406,3 +421,31 @@ def weigh_policy(
         rejected,
         grad,
     )
+
+
+def reweigh_gradient(
+    cfg: CreditConfig,
+    grad: torch.Tensor,
+    agg_before: torch.Tensor,
+    effective_before: torch.Tensor,
+    agg: torch.Tensor,
+    effective: torch.Tensor,
+) -> torch.Tensor:
+    """The gradient weight (``weigh_policy``) under the aggregation weights ``agg`` and effective weights ``effective``
+    of another ``loss_agg_mode``, from ``grad``, the one under ``agg_before`` and ``effective_before``, without the
+    batch's log-probs. [B, T]. Every mode weighs a row's loss tokens alike, so the aggregated policy gradient, token
+    by token or spread over the row, scales by agg / agg_before: where ``weigh_policy`` handed back the effective
+    weights themselves (``grad is effective_before``: ratio 1, no correction) it is ``effective``; geo_mean, which
+    aggregates by itself (a mean over rows), keeps it; any other loss gets grad · agg / agg_before (0 where
+    agg_before is 0). Raises ``ValueError`` where it is not the old one rescaled, SkyRL's kl_cov under
+    ``reduction_on_advantages`` (the mode changes which tokens it picks) and a KL loss aggregated on its own
+    (``kl_loss_agg``, which keeps its weights): compute the scheme under the mode instead."""
+    if grad is effective_before:  # the policy stage left w · A as it was
+        return effective
+    if cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
+        raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
+    if cfg.kl_loss_coef and cfg.kl_loss_agg != "loss":  # SkyRL's KL loss keeps its own weights: not a rescale
+        raise ValueError("a KL loss aggregated on its own (kl_loss_agg) does not follow the mode; recompute")
+    if cfg.policy_loss == "geo_mean":
+        return grad
+    return torch.where(agg_before > 0, grad * agg / torch.where(agg_before > 0, agg_before, 1.0), 0.0)

@@ -70,10 +70,10 @@ def _gae_values(inp: EstimatorInput, cfg) -> tuple[torch.Tensor, str]:
         return inp.values, source
     if source == "zeros":
         return torch.zeros_like(inp.token_level_rewards), source
+    from engine.estimators.outcome import row_scores  # here: importing it above would register outcome before gae
     from engine.groups import group_stats
 
-    scores = inp.token_level_rewards.sum(-1)
-    mean = group_stats(scores, inp.group_ids, singleton_mean=None).mean
+    mean = group_stats(row_scores(inp), inp.group_ids, singleton_mean=None).mean
     return mean[:, None].expand_as(inp.token_level_rewards).clone(), source
 
 

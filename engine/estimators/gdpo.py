@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.estimators.outcome import broadcast_rows, grpo_scalar
+from engine.estimators.outcome import broadcast_rows, grpo_scalar, row_scores
 from engine.groups import dense_group_ids
 from engine.masked import masked_whiten
 from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
@@ -29,7 +29,7 @@ def gdpo_dimensions(inp: EstimatorInput, keys: tuple[str, ...]) -> tuple[torch.T
     """Per-dimension scores [B, K] (the named global components, or the row score Σ_t r when ``keys`` is empty)
     and which rows have each [B, K] (None: all)."""
     if not keys:
-        return inp.token_level_rewards.sum(-1, keepdim=True), None
+        return row_scores(inp)[:, None], None
     if inp.global_components is None:
         raise ValueError("gdpo_reward_keys needs the run's global reward components; this input has none")
     names = list(inp.global_component_names)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.estimators.outcome import broadcast_rows
+from engine.estimators.outcome import RowOutput, per_row
 from engine.groups import group_stats
-from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
+from engine.registry import EstimatorInput, register_estimator
 
 
 @register_estimator(
@@ -25,13 +25,13 @@ from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{g(i)}(s)}{\mathrm{mean}_{g(i)}(s) + \epsilon}",
     reference="SkyRL ppo_utils.compute_maxrl_advantage (skyrl 0.3.0); prime-rl orchestrator/algo/max_rl.py (559b4477)",
 )
-def maxrl(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+@per_row
+def maxrl(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     if cfg.maxrl_form == "prime_rl":
         st = group_stats(scores, inp.group_ids, singleton_mean=None)
         a = torch.where(st.mean > 0, (scores - st.mean) / st.mean, 0.0)
-        return broadcast_rows(a, inp, {"scores": scores, "group_mean": st.mean, "group_size": st.size})
-    st = group_stats(scores, inp.group_ids)  # a singleton: μ = 0
-    scale = torch.where(st.size > 1, st.mean + cfg.epsilon, 1.0)  # SkyRL: s − 0 for a singleton, undivided
-    a = (scores - st.mean) / scale
-    return broadcast_rows(a, inp, {"scores": scores, "group_mean": st.mean, "group_size": st.size})
+    else:
+        st = group_stats(scores, inp.group_ids)  # a singleton: μ = 0
+        scale = torch.where(st.size > 1, st.mean + cfg.epsilon, 1.0)  # SkyRL: s − 0 for a singleton, undivided
+        a = (scores - st.mean) / scale
+    return a, {"group_mean": st.mean, "group_size": st.size}

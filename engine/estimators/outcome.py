@@ -1,6 +1,7 @@
 """Outcome estimators: one scalar per trajectory from its score s_i = Σ_t r_{i,t} (all positions, holes
 included, as verl sums them), broadcast to tokens as a_i · m_{i,t}. For these, ``returns`` is the same tensor
-as ``advantages`` (verl convention).
+as ``advantages`` (verl convention). Most are written as their row advantage a_i = f(s) alone (``per_row``), the sum
+and the broadcast said once there.
 
 Under ``outcome_tokens="reward_to_go"`` (OpenRLHF) the score is taken before the in-reward KL and a_i becomes a
 reward on the row's last masked token: every position up to it (holes included) gets a_i plus the reward-to-go
@@ -9,12 +10,16 @@ reward on the row's last masked token: every position up to it (holes included) 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from engine.estimators.length_penalty import linear_length_penalty
 from engine.groups import dense_group_ids, group_stats
 from engine.masked import whiten
-from engine.registry import EstimatorInput, EstimatorOutput, register_estimator
+from engine.registry import EstimatorFn, EstimatorInput, EstimatorOutput, register_estimator
 
 
 def outcome_tokens(a: torch.Tensor, inp: EstimatorInput) -> torch.Tensor:
@@ -41,6 +46,30 @@ def broadcast_rows(a: torch.Tensor, inp: EstimatorInput, extras: dict) -> Estima
     OpenRLHF's outcome estimators); ``extras`` gains ``row_advantage``."""
     adv = outcome_tokens(a, inp)  # (B, T)
     return EstimatorOutput(adv, adv, extras | {"row_advantage": a})
+
+
+def row_scores(inp: EstimatorInput) -> torch.Tensor:
+    """s_i = Σ_t r_{i,t}, every position (holes included, as verl sums them). (B,)."""
+    return inp.token_level_rewards.sum(-1)
+
+
+RowOutput = tuple[torch.Tensor, dict[str, torch.Tensor]]  # a row advantage a [B] and its intermediates
+RowAdvantage = Callable[[torch.Tensor, EstimatorInput, Any], RowOutput]
+
+
+def per_row(row_advantage: RowAdvantage) -> EstimatorFn:
+    """An outcome estimator written as its row advantage, ``row_advantage(scores, inp, cfg) -> (a, extras)`` with
+    scores = ``row_scores(inp)`` [B] and a [B], made the registry's ``fn(inp, cfg) -> EstimatorOutput``: a on the
+    tokens (``broadcast_rows``), the scores first among the extras (the estimator's own ``"scores"``, GRPO's
+    length-shaped ones, win)."""
+
+    @functools.wraps(row_advantage)
+    def fn(inp: EstimatorInput, cfg) -> EstimatorOutput:
+        scores = row_scores(inp)
+        a, extras = row_advantage(scores, inp, cfg)
+        return broadcast_rows(a, inp, {"scores": scores} | extras)
+
+    return fn
 
 
 def grpo_scalar(
@@ -82,10 +111,10 @@ def grpo_scalar(
     r"\quad(\text{Dr.GRPO: } A_i = s_i - \mathrm{mean}_{g(i)}(s))",
     reference="verl core_algos.compute_grpo_outcome_advantage (Shao et al. 2024; Dr.GRPO: Liu et al. 2025)",
 )
-def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
+@per_row
+def grpo(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     """GRPO; with ``cfg.length_penalty`` the scores are first shaped by prime-rl's linear length penalty
     (``engine.estimators.length_penalty``), whose intermediates join the extras."""
-    scores = inp.token_level_rewards.sum(-1)
     shaping = {}
     if cfg.length_penalty is not None:
         if inp.trace_lengths is None:
@@ -106,7 +135,7 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
         singleton=cfg.grpo_singleton,
         grid=cfg.trainer.group_sizes == "equal",
     )
-    return broadcast_rows(a, inp, ex | shaping)
+    return a, ex | shaping
 
 
 @register_estimator(
@@ -118,12 +147,11 @@ def grpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"A_i = \frac{s_i - \mu_{g}}{\sqrt{\max(\sigma^2_{g}, \text{floor})} + \epsilon}",
     reference="verl core_algos.compute_grpo_vectorized_outcome_advantage (older verl floors var at 1e-6)",
 )
-def grpo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
-    a, ex = grpo_scalar(
+@per_row
+def grpo_vectorized(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
+    return grpo_scalar(
         scores, inp.group_ids, cfg.norm_adv_by_std_in_grpo, cfg.epsilon, cfg.std_ddof, cfg.grpo_var_floor
     )
-    return broadcast_rows(a, inp, ex)
 
 
 def rloo_scalar(scores, group_ids, singleton: str = "raw"):
@@ -145,10 +173,9 @@ def rloo_scalar(scores, group_ids, singleton: str = "raw"):
     formula=r"A_i = s_i - \frac{1}{n-1}\sum_{j \ne i,\, g(j)=g(i)} s_j",
     reference="verl core_algos.compute_rloo_outcome_advantage (Ahmadian et al. 2024)",
 )
-def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
-    a, ex = rloo_scalar(scores, inp.group_ids, cfg.rloo_singleton)
-    return broadcast_rows(a, inp, ex)
+@per_row
+def rloo(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
+    return rloo_scalar(scores, inp.group_ids, cfg.rloo_singleton)
 
 
 @register_estimator(
@@ -159,10 +186,9 @@ def rloo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"A_i = \mathbb{1}[n_g>1]\,\Big(s_i - \frac{1}{n-1}\sum_{j \ne i} s_j\Big)",
     reference="verl core_algos.compute_rloo_vectorized_outcome_advantage",
 )
-def rloo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
-    a, ex = rloo_scalar(scores, inp.group_ids, "zero")
-    return broadcast_rows(a, inp, ex)
+@per_row
+def rloo_vectorized(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
+    return rloo_scalar(scores, inp.group_ids, "zero")
 
 
 @register_estimator(
@@ -172,12 +198,11 @@ def rloo_vectorized(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"b_g = \frac{\sum_{i\in g} L_i s_i}{\sum_{i \in g} L_i},\quad A_i = s_i - b_{g(i)}",
     reference="verl core_algos.compute_opo_outcome_advantage (Hao et al. 2025)",
 )
-def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+@per_row
+def opo(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     lengths = inp.response_mask.sum(-1)
     st = group_stats(scores, inp.group_ids, weights=lengths)
-    a = scores - st.mean
-    return broadcast_rows(a, inp, {"scores": scores, "baseline": st.mean, "group_size": st.size})
+    return scores - st.mean, {"baseline": st.mean, "group_size": st.size}
 
 
 @register_estimator(
@@ -188,14 +213,13 @@ def opo(inp: EstimatorInput, cfg) -> EstimatorOutput:
     r"{f_\text{norm}}",
     reference="verl core_algos.compute_gpg_outcome_advantage (Chu et al. 2025); the trainer passes f_norm = 1",
 )
-def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+@per_row
+def gpg(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     B = scores.numel()
     alpha = B / max(1, int((scores != 0).sum()))
     st = group_stats(scores, inp.group_ids)
     a = alpha * (scores - st.mean) / cfg.gpg_f_norm
-    ex = {"scores": scores, "group_mean": st.mean, "group_size": st.size, "alpha": torch.full_like(scores, alpha)}
-    return broadcast_rows(a, inp, ex)
+    return a, {"group_mean": st.mean, "group_size": st.size, "alpha": torch.full_like(scores, alpha)}
 
 
 @register_estimator(
@@ -207,8 +231,8 @@ def gpg(inp: EstimatorInput, cfg) -> EstimatorOutput:
     r"\ A_i = 0 \text{ otherwise}",
     reference="verl core_algos.compute_grpo_passk_outcome_advantage (Chen et al. 2025)",
 )
-def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+@per_row
+def grpo_passk(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     st = group_stats(scores, inp.group_ids)
     if bool((st.size < 2).any()):
         i = int((st.size < 2).nonzero()[0])
@@ -228,7 +252,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
         gap = gap / (st.std[top1] + cfg.epsilon)
     a = torch.zeros_like(scores)
     a[top1] = gap
-    return broadcast_rows(a, inp, {"scores": scores, "group_std": st.std, "group_size": st.size})
+    return a, {"group_std": st.std, "group_size": st.size}
 
 
 @register_estimator(
@@ -243,7 +267,7 @@ def grpo_passk(inp: EstimatorInput, cfg) -> EstimatorOutput:
     "rLLM scope: population std of centred trajectory rewards",
 )
 def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+    scores = row_scores(inp)
     m = inp.response_mask
     if cfg.rfpp_baseline_scope == "trajectory_popstd":
         st = group_stats(scores, inp.group_ids, singleton_mean=None)
@@ -267,9 +291,9 @@ def reinforce_plus_plus_baseline(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"A_i = s_i",
     reference="rLLM rl_algo.calculate_reinforce_advantages",
 )
-def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
-    return broadcast_rows(scores, inp, {"scores": scores})
+@per_row
+def reinforce(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
+    return scores, {}
 
 
 @register_estimator(
@@ -279,10 +303,10 @@ def reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"A_i = s_i - \mathrm{mean}_{\text{batch}}(s)",
     reference="OpenRLHF experience_maker.compute_advantages_and_returns, estimator flash_reinforce (openrlhf 0.11.2)",
 )
-def flash_reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
+@per_row
+def flash_reinforce(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
     baseline = scores.mean()
-    return broadcast_rows(scores - baseline, inp, {"scores": scores, "baseline": baseline.expand_as(scores)})
+    return scores - baseline, {"baseline": baseline.expand_as(scores)}
 
 
 @register_estimator(
@@ -291,10 +315,9 @@ def flash_reinforce(inp: EstimatorInput, cfg) -> EstimatorOutput:
     formula=r"A_i = \frac{s_i - \mathrm{mean}_{\text{batch}}(s)}{\mathrm{popstd}_{\text{batch}}(s) + \epsilon}",
     reference="rLLM rl_algo.calculate_prpo_advantages",
 )
-def prpo(inp: EstimatorInput, cfg) -> EstimatorOutput:
-    scores = inp.token_level_rewards.sum(-1)
-    a = (scores - scores.mean()) / (scores.std(correction=0) + cfg.epsilon)
-    return broadcast_rows(a, inp, {"scores": scores})
+@per_row
+def prpo(scores: torch.Tensor, inp: EstimatorInput, cfg) -> RowOutput:
+    return (scores - scores.mean()) / (scores.std(correction=0) + cfg.epsilon), {}
 
 
 def num_groups(group_ids: torch.Tensor) -> int:
