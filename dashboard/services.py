@@ -270,26 +270,22 @@ def variant_table(h: RunHandle, base: CreditConfig, field: str, values, table, l
 
     def build() -> pd.DataFrame:
         frames = []
-        # The aggregation mode changes only the loss weights: derive each mode from the scheme's own (cached)
-        # result instead of computing the whole scheme once per mode (engine.credit.with_loss_agg_mode).
-        same = None
+        # The aggregation mode reaches stage 4 only: stages 1–3 once, stage 4 once per mode
+        # (engine.credit.with_loss_agg_mode), instead of computing the whole scheme once per mode.
+        stages = None
         if field == "loss_agg_mode":
             try:
-                same = compute(h, base)
+                stages = compute_credit(b, base, token_extras=False)  # its views are not computed: stage 4 per mode
             except (ValueError, NotImplementedError):
-                same = None
+                stages = None
         for v in values:
-            res = None
             try:
-                if same is not None:
-                    res = with_loss_agg_mode(same, v, b.group_ids)
-            except ValueError:
-                res = None  # a mode the result cannot be rescaled to (or one the profile lacks: refused below too)
-            try:
-                if res is None:
+                if stages is not None:
+                    res = with_loss_agg_mode(stages, v).materialize()
+                else:
                     res = compute_credit(b, base.replace(**{field: v}), token_extras=False).materialize()
             except (ValueError, NotImplementedError):
-                continue
+                continue  # a value the profile lacks, or a scheme the engine refuses
             frames.append(table(b, {labels.get(str(v), str(v)): res}))
             del res
         return pd.concat(frames, ignore_index=True) if frames else table(b, {})

@@ -32,18 +32,15 @@ from engine.stages import (
     Rewards,
     TokenScores,
     aggregation_config,
-    aggregation_weights,
-    batch_rows,
     estimate,
     masks_for,
     place_scores,
     reject_before_advantages,
-    reweigh_gradient,
     shown_kl,
     subtract_kl,
     weigh_loss,
 )
-from engine.steps import StepParts, is_expanded_constant, merge_steps, per_step, split_steps
+from engine.steps import StepParts, is_expanded_constant, merge_steps, split_steps
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -308,24 +305,26 @@ def compute_credit(
     )
 
 
-def with_loss_agg_mode(res: CreditResult, mode: str, group_ids: torch.Tensor | None = None) -> CreditResult:
-    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``, from stage 4's own functions: the mode
-    changes only the aggregation weights (``stages.aggregation_weights`` on the result's counted and loss masks,
-    each training step alone: ``steps.per_step``), the effective weights w · A on the loss mask and, through them,
-    the gradient weight (``stages.reweigh_gradient``); every other field is the same tensor, and so is every view
-    where the policy loss aggregates as it did (``stages.aggregation_config``: verl's SAPO, OpenRLHF's GSPO).
-    ``group_ids`` [B]: the batch's, for prompt-mean-token-mean. Raises the ``ValueError`` the config or
-    ``agg_weights`` raises for a mode the profile lacks, and the one ``reweigh_gradient`` raises where the gradient
-    weight is not the old one rescaled (compute the scheme instead).
-    Run analytics varies the mode: one computation instead of one per mode."""
+def with_loss_agg_mode(res: CreditResult, mode: str) -> CreditResult:
+    """``res`` as ``compute_credit`` gives it under ``loss_agg_mode=mode``: stages 1–3 as they are (no stage before
+    the loss reads the mode), stage 4 (``stages.weigh_loss``: the aggregation, the policy loss, every view) run
+    again under the new mode, each training step alone, by the same code ``compute_credit`` runs. Run analytics
+    varies the mode: one estimator call instead of one per mode.
+
+    ``res`` keeps stage 4's inputs until its views are first read; once they are (and it let go of the batch), a
+    mode that changes the aggregation raises ``ValueError``: compute the scheme under it instead. A mode that leaves
+    the loss's aggregation as it is (``stages.aggregation_config``: verl's SAPO, OpenRLHF's GSPO) gives ``res``'s own
+    views. Raises the ``ValueError`` the config raises for a mode the profile lacks."""
     cfg = res.config.replace(loss_agg_mode=mode)
-    if aggregation_config(cfg).loss_agg_mode == aggregation_config(res.config).loss_agg_mode:
-        return res.replace(config=cfg)
-
-    def weights(count_mask, loss_mask, kept, gid):
-        return aggregation_weights(count_mask, loss_mask, cfg, gid, batch_rows(kept))
-
-    w = per_step(res.step_rows, weights, res.count_mask, res.loss_mask, res.kept, group_ids)
-    effective = torch.where(res.loss_mask.bool(), res.advantages, 0.0).mul_(w)
-    grad = reweigh_gradient(cfg, res.grad_weight, res.agg_weights, res.effective_weights, w, effective)
-    return res.replace(config=cfg, agg_weights=w, effective_weights=effective, grad_weight=grad)
+    pending = res._pending
+    if pending is None:
+        if aggregation_config(cfg).loss_agg_mode == aggregation_config(res.config).loss_agg_mode:
+            return res.replace(config=cfg)
+        raise ValueError(
+            f"with_loss_agg_mode: the result's views are computed and stage 4's inputs let go; compute the scheme "
+            f"under loss_agg_mode={mode!r} instead"
+        )
+    if isinstance(pending, StepParts):
+        pending = dataclasses.replace(pending, results=tuple(with_loss_agg_mode(r, mode) for r in pending.results))
+    fresh = dataclasses.replace(pending, lock=threading.Lock())  # its own lock: the two compute their views apart
+    return dataclasses.replace(res, config=cfg, _views=None, _pending=fresh)

@@ -421,31 +421,3 @@ def weigh_policy(
         rejected,
         grad,
     )
-
-
-def reweigh_gradient(
-    cfg: CreditConfig,
-    grad: torch.Tensor,
-    agg_before: torch.Tensor,
-    effective_before: torch.Tensor,
-    agg: torch.Tensor,
-    effective: torch.Tensor,
-) -> torch.Tensor:
-    """The gradient weight (``weigh_policy``) under the aggregation weights ``agg`` and effective weights ``effective``
-    of another ``loss_agg_mode``, from ``grad``, the one under ``agg_before`` and ``effective_before``, without the
-    batch's log-probs. [B, T]. Every mode weighs a row's loss tokens alike, so the aggregated policy gradient, token
-    by token or spread over the row, scales by agg / agg_before: where ``weigh_policy`` handed back the effective
-    weights themselves (``grad is effective_before``: ratio 1, no correction) it is ``effective``; geo_mean, which
-    aggregates by itself (a mean over rows), keeps it; any other loss gets grad · agg / agg_before (0 where
-    agg_before is 0). Raises ``ValueError`` where it is not the old one rescaled, SkyRL's kl_cov under
-    ``reduction_on_advantages`` (the mode changes which tokens it picks) and a KL loss aggregated on its own
-    (``kl_loss_agg``, which keeps its weights): compute the scheme under the mode instead."""
-    if grad is effective_before:  # the policy stage left w · A as it was
-        return effective
-    if cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages:  # its token picks and penalty: not a rescale
-        raise ValueError("kl_cov under reduction_on_advantages: the mode changes which tokens it picks; recompute")
-    if cfg.kl_loss_coef and cfg.kl_loss_agg != "loss":  # SkyRL's KL loss keeps its own weights: not a rescale
-        raise ValueError("a KL loss aggregated on its own (kl_loss_agg) does not follow the mode; recompute")
-    if cfg.policy_loss == "geo_mean":
-        return grad
-    return torch.where(agg_before > 0, grad * agg / torch.where(agg_before > 0, agg_before, 1.0), 0.0)

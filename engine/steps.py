@@ -15,7 +15,6 @@ What does not live on rows is kept per step: ``metrics`` that differ between ste
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -55,22 +54,6 @@ def scatter_rows(B: int, rows: list[torch.Tensor], parts: list[torch.Tensor]) ->
     for idx, part in zip(rows, parts, strict=True):
         out[(idx, *(slice(0, n) for n in part.shape[1:]))] = part
     return out
-
-
-def per_step(
-    step_rows: tuple[tuple[int, torch.Tensor], ...],
-    fn: Callable[..., torch.Tensor],
-    *xs: torch.Tensor | None,
-) -> torch.Tensor:
-    """``fn(*xs)`` computed as a multi-step result's stages compute it: on each step's rows alone (``step_rows``,
-    ``CreditResult.step_rows``), the parts put back in row order (``scatter_rows``); ``fn(*xs)`` itself for a result
-    of one step (no ``step_rows``). ``xs``: [B, …] tensors, or None (handed to ``fn`` as None)."""
-    if not step_rows:
-        return fn(*xs)
-    rows = [r for _, r in step_rows]
-    B = next(x for x in xs if x is not None).shape[0]
-    parts = [fn(*(None if x is None else x[r.to(x.device)] for x in xs)) for r in rows]
-    return scatter_rows(B, rows, parts)
 
 
 def is_expanded_constant(t: torch.Tensor) -> bool:
