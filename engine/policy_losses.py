@@ -164,10 +164,14 @@ def policy_loss_table() -> str:
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
-def _ratio(inp: LossInput) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ρ = exp(clamp(log ρ, ±20)), inside = |log ρ| ≤ 20): verl's SAFETY_BOUND; no gradient beyond it."""
+def _ratio(inp: LossInput, cfg) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ρ = exp(clamp(log ρ, ±b)), inside = |log ρ| ≤ b), b = ``log_ratio_clamp``: verl's SAFETY_BOUND (20), no
+    gradient through ρ beyond it; TRL and prime-rl have none ("none": ρ = exp(log ρ), inside everywhere)."""
     log_ratio = inp.log_ratio
-    return torch.exp(log_ratio.clamp(-SAFETY, SAFETY)), log_ratio.abs() <= SAFETY
+    if cfg.log_ratio_clamp == "none":
+        return torch.exp(log_ratio), torch.ones_like(log_ratio, dtype=torch.bool)
+    bound = float(cfg.log_ratio_clamp)
+    return torch.exp(log_ratio.clamp(-bound, bound)), log_ratio.abs() <= bound
 
 
 def _clip_bounds(cfg) -> tuple[float, float, float]:
@@ -218,7 +222,7 @@ VERL_LOSS = "verl 0.9.1 core_algos"
     "vanilla",
     label="PPO clip (clip-higher, dual clip)",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[A_t>0,\ \rho_t\le 1+\epsilon_h \;\lor\; A_t<0,\ 1-\epsilon_l\le\rho_t\le c]",
-    reads=(*CLIP, "clip_ratio_c", "dual_clip_form"),
+    reads=(*CLIP, "clip_ratio_c", "dual_clip_form", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_vanilla; OpenRLHF PolicyLoss ppo; TRL grpo/bnpo/dr_grpo/dapo; "
     "SkyRL regular, dual_clip (Schulman et al. 2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
     checked_by=(
@@ -243,7 +247,7 @@ def vanilla_loss(inp: LossInput, cfg) -> PolicyGradient:
     alike."""
     A = inp.advantages
     lo, hi, c = _clip_bounds(cfg)
-    ratio, inside = _ratio(inp)
+    ratio, inside = _ratio(inp, cfg)
     return _shared(ratio, _clip_share(A, ratio, inside, lo, hi, c, cfg.dual_clip_form), A)
 
 
@@ -311,7 +315,7 @@ def _cispo_unit(cfg) -> bool:
     "cispo",
     label="CISPO (clipped IS weight)",
     formula=r"g_t = -\operatorname{sg}\big(\operatorname{clip}(\rho_t, 1-\epsilon_l, 1+\epsilon_h)\big)\,A_t",
-    reads=(*CLIP, "cispo_clip"),
+    reads=(*CLIP, "cispo_clip", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_cispo; TRL cispo (min(ρ, ε_high)); SkyRL cispo, "
     "importance_sampling (MiniMax-M1, 2025)",
     checked_by=("skyrl_policy_loss.json", "trl_policy_loss.json", "verl_policy_loss.json", "verl_policy_ties.json"),
@@ -321,7 +325,7 @@ def cispo_loss(inp: LossInput, cfg) -> PolicyGradient:
     """CISPO: the clipped ratio is a constant weight, so no token loses its gradient; ``cispo_clip="epsilon_high"``
     (TRL) caps it at ε_high itself, no lower bound."""
     lo, hi, _ = _clip_bounds(cfg)
-    ratio, _ = _ratio(inp)
+    ratio, _ = _ratio(inp, cfg)
     if cfg.cispo_clip == "epsilon_high":
         clipped_ratio = ratio.clamp(max=hi)
     else:
@@ -333,14 +337,14 @@ def cispo_loss(inp: LossInput, cfg) -> PolicyGradient:
     "sapo",
     label="SAPO (soft gate)",
     formula=r"g_t = -4A_t\,\sigma(x_t)\big(1-\sigma(x_t)\big)\rho_t,\quad x_t = \tau(\rho_t - 1)",
-    reads=("tau_pos", "tau_neg"),
+    reads=("tau_pos", "tau_neg", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_sapo; TRL sapo; SkyRL sapo (Qwen, 2025)",
     checked_by=("verl_policy_loss.json", "trl_policy_loss.json", "skyrl_policy_loss.json"),
 )
 def sapo_loss(inp: LossInput, cfg) -> PolicyGradient:
     """SAPO: a sigmoid gate instead of a hard clip, τ = τ_pos where A > 0, else τ_neg; nothing is cut."""
     A = inp.advantages
-    ratio, inside = _ratio(inp)
+    ratio, inside = _ratio(inp, cfg)
     tau = torch.where(A > 0, cfg.tau_pos, cfg.tau_neg)
     sig = torch.sigmoid(tau * (ratio - 1.0))
     return PolicyGradient(ratio, torch.zeros_like(inside), -4.0 * A * sig * (1 - sig) * ratio * inside)
@@ -411,25 +415,34 @@ def _trust_region(inp: LossInput, lo: float, hi: float, loss: str) -> torch.Tens
 
 def _trust_region_loss(name: str) -> LossFn:
     def loss(inp: LossInput, cfg) -> PolicyGradient:
-        ratio, inside = _ratio(inp)
-        active = _trust_region(inp, cfg.clip_ratio_low, cfg.clip_ratio_high, name) & inside
-        return _cut(ratio, active, inp.advantages)
+        ratio, inside = _ratio(inp, cfg)
+        trusted = _trust_region(inp, cfg.clip_ratio_low, cfg.clip_ratio_high, name)
+        if cfg.dppo_ratio == "truncated":  # verl: −A·sg(min(ρ, c))·log π: the weight, not ρ, carries no gradient
+            c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
+            A = inp.advantages
+            return PolicyGradient(ratio, ~trusted & (A != 0), torch.where(trusted, -A * ratio.clamp(max=c), 0.0))
+        return _cut(ratio, trusted & inside, inp.advantages)
 
     loss.__name__ = f"{name}_loss"
     loss.__qualname__ = loss.__name__
-    loss.__doc__ = f"{name}: g = −A·ρ where the sampled token's probability stayed in the trust region " + (
-        "(``_trust_region``), else 0."
+    loss.__doc__ = (
+        f"{name}: g = −A·ρ where the sampled token's probability stayed in the trust region (``_trust_region``), "
+        "else 0; under ``dppo_ratio='truncated'`` (verl) g = −A·min(ρ, clip_ratio_c), the truncated ratio a "
+        "detached weight on log π."
     )
     return loss
 
 
-DPPO_REFERENCE = "prime-rl 559b4477 loss.py default_loss_fn; SkyRL dppo binary_tv (Li et al. 2025, DPPO)"
+DPPO_REFERENCE = (
+    "prime-rl 559b4477 loss.py default_loss_fn; SkyRL dppo binary_tv; verl 0.9.1 "
+    "core_algos.compute_policy_loss_dppo_tv (Li et al. 2025, DPPO)"
+)
 dppo_tv_loss = register_policy_loss(
     "dppo_tv",
     label="DPPO binary TV",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\neg(A_t>0 \land \Delta p_t>\epsilon_h) "
     r"\land \neg(A_t<0 \land -\Delta p_t>\epsilon_l)]",
-    reads=(*CLIP, "kl_tau"),
+    reads=(*CLIP, "kl_tau", "dppo_ratio", "clip_ratio_c", "log_ratio_clamp"),
     reference=DPPO_REFERENCE,
     checked_by=(
         "primerl_policy_loss.json",
@@ -443,15 +456,16 @@ dppo_kl_loss = register_policy_loss(
     "dppo_kl",
     label="DPPO binary KL",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\text{binary KL of } (\pi_{old}, \pi_\theta) \text{ within } \epsilon]",
-    reads=(*CLIP, "kl_tau"),
-    reference="SkyRL 0.3.0 ppo_utils dppo binary_kl (Li et al. 2025, DPPO)",
+    reads=(*CLIP, "kl_tau", "dppo_ratio", "clip_ratio_c", "log_ratio_clamp"),
+    reference="SkyRL 0.3.0 ppo_utils dppo binary_kl; verl 0.9.1 core_algos.compute_policy_loss_dppo_kl (Li et al. "
+    "2025, DPPO)",
     checked_by=("skyrl_policy_loss.json",),
 )(_trust_region_loss("dppo_kl"))
 ipo_loss = register_policy_loss(
     "ipo",
     label="IPO (prime-rl)",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\lvert\Delta p_t\rvert \le \epsilon_h]",
-    reads=("clip_ratio_high", "kl_tau"),
+    reads=("clip_ratio_high", "kl_tau", "dppo_ratio", "clip_ratio_c", "log_ratio_clamp"),
     reference="prime-rl 559b4477 loss.py ipo_loss_fn",
     checked_by=("primerl_policy_loss.json", "primerl_policy_ties.json"),
 )(_trust_region_loss("ipo"))
@@ -461,14 +475,14 @@ ipo_loss = register_policy_loss(
     "masked_is",
     label="masked IS (SkyRL rollout_is)",
     formula=r"g_t = -A_t\,\operatorname{sg}(\rho_t)\,\mathbb{1}[1-\epsilon_l < \rho_t < 1+\epsilon_h]",
-    reads=CLIP,
+    reads=(*CLIP, "log_ratio_clamp"),
     reference="SkyRL 0.3.0 ppo_utils rollout_is",
     checked_by=("skyrl_policy_loss.json", "skyrl_policy_ties.json"),
 )
 def masked_is_loss(inp: LossInput, cfg) -> PolicyGradient:
     """SkyRL's rollout_is: the ratio as a detached weight, 0 outside the open band (1 − ε_low, 1 + ε_high)."""
     lo, hi, _ = _clip_bounds(cfg)
-    ratio, _ = _ratio(inp)
+    ratio, _ = _ratio(inp, cfg)
     inside_band = (ratio > 1 - lo) & (ratio < 1 + hi)
     return PolicyGradient(ratio, ~inside_band, torch.where(inside_band, -inp.advantages * ratio, 0.0))
 

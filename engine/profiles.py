@@ -149,6 +149,8 @@ VERL = Profile(
         gspo_gradient="own_token",
         cispo_clip="one_plus",
         dual_clip_form="min_loss",
+        log_ratio_clamp="20",
+        dppo_ratio="truncated",
         rejected_tokens_counted=False,
         # RayPPOTrainer.fit: compute_rollout_correction_and_add_to_batch replaces response_mask before compute_advantage
         rollout_rs_masks_advantages=True,
@@ -271,6 +273,7 @@ PROFILES: dict[str, Profile] = {
             prompt_mean_supported=True,
             reduction_on_advantages=True,
             kl_loss_agg="seq-mean-token-mean",
+            dppo_ratio="ratio",  # ppo_utils dppo: −A·ρ on the kept tokens, ρ = exp(clamp(log ρ, ±20))
         ),
         # TRL's GRPOTrainer: GRPO on the weighted sum of its reward functions; the loss_type sets the aggregation.
         VERL.derive(
@@ -289,6 +292,8 @@ PROFILES: dict[str, Profile] = {
             gspo_gradient="row",
             cispo_clip="epsilon_high",
             dual_clip_form="ratio_cap",
+            log_ratio_clamp="none",  # GRPOTrainer._compute_loss: coef_1 = exp(log_importance_weights), no clamp
+            dppo_ratio="ratio",
             rollout_rs_masks_advantages=False,
             kl_clamp="none",
         ),
@@ -333,6 +338,8 @@ PROFILES: dict[str, Profile] = {
             zero_advantage_tokens="dropped",
             seq_mean_rows="nonempty",
             rollout_rs_masks_advantages=False,
+            log_ratio_clamp="none",  # loss.py: log_ratio = trainer − inference, ratio = exp(log_ratio), no clamp
+            dppo_ratio="ratio",
         ),
     )
 }

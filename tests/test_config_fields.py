@@ -59,7 +59,7 @@ def test_every_field_is_declared_with_help_and_the_help_table_is_derived() -> No
 
 
 def test_conventions_are_the_fields_every_profile_fills() -> None:
-    assert len(config.CONVENTIONS) == 32
+    assert len(config.CONVENTIONS) == 34
     for name in config.CONVENTIONS:
         assert config.FIELDS[name].default is None, name
     for p in PROFILES.values():

@@ -417,6 +417,19 @@ class CreditConfig:
         choices=("one_plus", "epsilon_high"),
         label="CISPO clip",
     )
+    log_ratio_clamp: str | None = convention(
+        "The bound on log ρ before exp in the ratio-based losses (vanilla, CISPO, SAPO, DPPO, IPO, masked IS): 20 "
+        "(verl's SAFETY_BOUND, SkyRL, OpenRLHF: ρ = exp(clamp(log ρ, ±20)), no gradient through ρ beyond it) or "
+        "none (TRL, prime-rl: ρ = exp(log ρ), unclamped, its gradient whole however far the policy moved).",
+        choices=("20", "none"),
+        label="log-ratio clamp",
+    )
+    dppo_ratio: str | None = convention(
+        "The weight DPPO's kept tokens get: ratio (prime-rl, SkyRL: −A·ρ, ρ differentiable) or truncated (verl: "
+        "−A·sg(min(ρ, clip_ratio_c))·log π, a truncated IS weight that keeps its gradient past the log-ratio clamp).",
+        choices=("ratio", "truncated"),
+        label="DPPO weight",
+    )
     dual_clip_form: str | None = convention(
         "How the dual clip c (clip_ratio_c) enters the PPO loss: min_loss (verl, SkyRL, OpenRLHF: where A < 0 the "
         "loss is min(−A·c, the PPO loss), a constant branch of its own, so at ρ = c exactly autograd splits the "
