@@ -504,6 +504,7 @@ def _policy_controls(info: RunInfo) -> None:
         [None, *config.choices("rollout_is")],
         key=cfg_key("rollout_is"),
         format_func=lambda v: "off" if v is None else v,
+        placeholder="off",  # Streamlit shows a None value as no selection: its placeholder, not format_func's "off"
         help=FIELD_HELP["rollout_is"],
     )
     c2.text_input("IS threshold", key=cfg_key("rollout_is_threshold"), help=FIELD_HELP["rollout_is_threshold"])

@@ -143,12 +143,24 @@ def test_the_sidebar_shows_the_chosen_loss_with_its_own_help_and_fields() -> Non
     at = _tokens("grpo,pol:sapo")
     loss = at.sidebar.selectbox(key=cfg_key("policy_loss"))
     assert loss.value == "sapo" and "**SAPO (soft gate)**" in loss.help and "`tau_pos`" in loss.help
-    shown = {w.key for w in at.sidebar.number_input}
-    assert {cfg_key("tau_pos"), cfg_key("tau_neg")} <= shown
-    assert not {cfg_key("clip_ratio_low"), cfg_key("clip_ratio_c")} & shown
+    shown = {w.key: w.value for w in at.sidebar.number_input}
+    assert (shown[cfg_key("tau_pos")], shown[cfg_key("tau_neg")]) == (1.0, 1.05)  # the scheme's own values
+    assert not {cfg_key("clip_ratio_low"), cfg_key("clip_ratio_c")} & set(shown)
+    at.sidebar.number_input(key=cfg_key("tau_neg")).set_value(2.0).run()
+    no_errors(at, "tau_neg")
+    assert at.session_state[cfg_key("tau_neg")] == 2.0 and "tn:2" in at.query_params["scheme"]
     loss.set_value("vanilla").run()
     no_errors(at, "vanilla")
     shown = {w.key for w in at.sidebar.number_input}
     assert {cfg_key("clip_ratio_low"), cfg_key("clip_ratio_high"), cfg_key("clip_ratio_c")} <= shown
     assert cfg_key("tau_pos") not in shown
     assert "PPO clip" in at.sidebar.selectbox(key=cfg_key("policy_loss")).help
+
+
+def test_every_field_a_loss_widget_sets_is_part_of_the_scheme_code() -> None:
+    """A loss field the sidebar draws (``LOSS_WIDGETS``) has a short code, so its session key exists (the widget
+    shows the scheme's value, not its minimum) and a link carries it."""
+    from dashboard import schemes, sidebar
+
+    assert set(sidebar.LOSS_WIDGETS) <= set(schemes.SHORT)
+
