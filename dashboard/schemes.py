@@ -261,7 +261,12 @@ CONVENTION_WORDS = {
     "gdpo_whiten": {"token": "over tokens", "row": "over rows"},
     "gspo_gradient": {"own_token": "each token's own", "row": "spread over the row"},
     "cispo_clip": {"one_plus": "clip(ρ, 1 − ε_low, 1 + ε_high)", "epsilon_high": "min(ρ, ε_high)"},
-    "dual_clip_form": {"min_loss": "min(−A·c, loss), half at ρ = c", "ratio_cap": "min(ρ, c), whole at ρ = c"},
+    "dual_clip_form": {
+        "min_loss": "min(−A·c, loss), half at ρ = c",
+        "ratio_cap": "min(ρ, c), whole at ρ = c",
+        "none": "none (clip_ratio_c not read)",
+    },
+    "log_ratio_clamp": {None: "none"},
     "seq_mean_losses": {(): "none", ("sapo",): "SAPO", ("gspo",): "GSPO", ("gspo", "sapo"): "GSPO, SAPO"},
     "rejected_tokens_counted": {True: "still counted", False: "out of the counts"},
     "rollout_rs_masks_advantages": {True: "before the advantages", False: "in the loss only"},

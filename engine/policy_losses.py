@@ -164,16 +164,21 @@ def policy_loss_table() -> str:
 
 
 # ------------------------------------------------------------------------------------------------ shared pieces
-def _ratio(inp: LossInput) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ρ = exp(clamp(log ρ, ±20)), inside = |log ρ| ≤ 20): verl's SAFETY_BOUND; no gradient beyond it."""
-    log_ratio = inp.log_ratio
-    return torch.exp(log_ratio.clamp(-SAFETY, SAFETY)), log_ratio.abs() <= SAFETY
+def _ratio(inp: LossInput, cfg) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ρ = exp(clamp(log ρ, ±b)), inside = |log ρ| ≤ b), b = ``cfg.log_ratio_clamp``: verl's SAFETY_BOUND 20, KG-R1's
+    10; no gradient beyond b (the clamp passes it at b itself). b None (Search-R1): ρ = exp(log ρ), inside
+    everywhere."""
+    log_ratio, bound = inp.log_ratio, cfg.log_ratio_clamp
+    if bound is None:
+        return torch.exp(log_ratio), torch.ones_like(log_ratio, dtype=torch.bool)
+    return torch.exp(log_ratio.clamp(-bound, bound)), log_ratio.abs() <= bound
 
 
 def _clip_bounds(cfg) -> tuple[float, float, float]:
-    """(ε_low, ε_high, c): the clip range and the dual-clip constant (∞ without one)."""
-    c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
-    return cfg.clip_ratio_low, cfg.clip_ratio_high, c
+    """(ε_low, ε_high, c): the clip range and the dual-clip constant (∞ without one: ``clip_ratio_c`` None, or a
+    trainer whose loss has no dual clip, ``dual_clip_form="none"``)."""
+    dual = cfg.clip_ratio_c is not None and cfg.dual_clip_form != "none"
+    return cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c if dual else math.inf
 
 
 def _cut(ratio, active, A) -> PolicyGradient:
@@ -190,11 +195,12 @@ def _clip_share(A, ratio, passes, lo, hi, c, form) -> torch.Tensor:
     """The share w of −A·ρ's gradient a PPO-clipped token keeps (0, ½ or 1; ¼ where two ties coincide): autograd's
     derivative of the loss max(−A·ρ₁, −A·clip(ρ, 1 − ε_low, 1 + ε_high)) and, under ``form="min_loss"`` with A < 0,
     of min(−A·c, that loss), the dual clip a constant branch (verl, SkyRL, OpenRLHF); under ``form="ratio_cap"``
-    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ. ``passes`` [B, T] bool: where ρ itself carries
-    its gradient (the ±20 clamp on log ρ, GSPO's cap at e¹⁰). A clamp passes the gradient at its bounds;
-    torch.maximum and torch.minimum give each of two equal values half of it, so where the compared values are
-    exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token gets the mean of the two
-    branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches pass there)."""
+    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ (c = ∞: no dual clip). ``passes`` [B, T] bool:
+    where ρ itself carries its gradient (the clamp on log ρ, ``log_ratio_clamp``; GSPO's cap at e¹⁰). A clamp passes
+    the gradient at its bounds; torch.maximum and torch.minimum give each of two equal values half of it, so where
+    the compared values are exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token
+    gets the mean of the two branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches
+    pass there)."""
     f = passes.to(ratio.dtype)
     r1, f1 = ratio, f
     if math.isfinite(c) and form == "ratio_cap":
@@ -218,9 +224,10 @@ VERL_LOSS = "verl 0.9.1 core_algos"
     "vanilla",
     label="PPO clip (clip-higher, dual clip)",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[A_t>0,\ \rho_t\le 1+\epsilon_h \;\lor\; A_t<0,\ 1-\epsilon_l\le\rho_t\le c]",
-    reads=(*CLIP, "clip_ratio_c", "dual_clip_form"),
+    reads=(*CLIP, "clip_ratio_c", "dual_clip_form", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_vanilla; OpenRLHF PolicyLoss ppo; TRL grpo/bnpo/dr_grpo/dapo; "
-    "SkyRL regular, dual_clip (Schulman et al. 2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
+    "SkyRL regular, dual_clip; Search-R1 a14dc3a and KG-R1 7538a53 core_algos.compute_policy_loss (Schulman et al. "
+    "2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
     checked_by=(
         "openrlhf_policy_loss.json",
         "openrlhf_policy_ties.json",
@@ -237,13 +244,14 @@ VERL_LOSS = "verl 0.9.1 core_algos"
 )
 def vanilla_loss(inp: LossInput, cfg) -> PolicyGradient:
     """PPO's clipped surrogate: the unclipped term is the one taken (its gradient −A·ρ) where A > 0 and
-    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip); elsewhere the clipped term, a constant. Where the
-    two values a trainer's max or min compares are exactly equal, autograd gives each half (``_clip_share``): −A·ρ/2
-    at ρ = c with A < 0 (``dual_clip_form="min_loss"``), and past 1 + ε_high where A·ρ and A·(1 + ε_high) round
-    alike."""
+    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip; none under ``dual_clip_form="none"``, Search-R1);
+    elsewhere the clipped term, a constant; ρ = exp(log ρ clamped to ±``log_ratio_clamp``), nothing past the clamp.
+    Where the two values a trainer's max or min compares are exactly equal, autograd gives each half
+    (``_clip_share``): −A·ρ/2 at ρ = c with A < 0 (``dual_clip_form="min_loss"``), and past 1 + ε_high where A·ρ and
+    A·(1 + ε_high) round alike."""
     A = inp.advantages
     lo, hi, c = _clip_bounds(cfg)
-    ratio, inside = _ratio(inp)
+    ratio, inside = _ratio(inp, cfg)
     return _shared(ratio, _clip_share(A, ratio, inside, lo, hi, c, cfg.dual_clip_form), A)
 
 
@@ -311,7 +319,7 @@ def _cispo_unit(cfg) -> bool:
     "cispo",
     label="CISPO (clipped IS weight)",
     formula=r"g_t = -\operatorname{sg}\big(\operatorname{clip}(\rho_t, 1-\epsilon_l, 1+\epsilon_h)\big)\,A_t",
-    reads=(*CLIP, "cispo_clip"),
+    reads=(*CLIP, "cispo_clip", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_cispo; TRL cispo (min(ρ, ε_high)); SkyRL cispo, "
     "importance_sampling (MiniMax-M1, 2025)",
     checked_by=("skyrl_policy_loss.json", "trl_policy_loss.json", "verl_policy_loss.json", "verl_policy_ties.json"),
@@ -321,7 +329,7 @@ def cispo_loss(inp: LossInput, cfg) -> PolicyGradient:
     """CISPO: the clipped ratio is a constant weight, so no token loses its gradient; ``cispo_clip="epsilon_high"``
     (TRL) caps it at ε_high itself, no lower bound."""
     lo, hi, _ = _clip_bounds(cfg)
-    ratio, _ = _ratio(inp)
+    ratio, _ = _ratio(inp, cfg)
     if cfg.cispo_clip == "epsilon_high":
         clipped_ratio = ratio.clamp(max=hi)
     else:
@@ -333,14 +341,14 @@ def cispo_loss(inp: LossInput, cfg) -> PolicyGradient:
     "sapo",
     label="SAPO (soft gate)",
     formula=r"g_t = -4A_t\,\sigma(x_t)\big(1-\sigma(x_t)\big)\rho_t,\quad x_t = \tau(\rho_t - 1)",
-    reads=("tau_pos", "tau_neg"),
+    reads=("tau_pos", "tau_neg", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_sapo; TRL sapo; SkyRL sapo (Qwen, 2025)",
     checked_by=("verl_policy_loss.json", "trl_policy_loss.json", "skyrl_policy_loss.json"),
 )
 def sapo_loss(inp: LossInput, cfg) -> PolicyGradient:
     """SAPO: a sigmoid gate instead of a hard clip, τ = τ_pos where A > 0, else τ_neg; nothing is cut."""
     A = inp.advantages
-    ratio, inside = _ratio(inp)
+    ratio, inside = _ratio(inp, cfg)
     tau = torch.where(A > 0, cfg.tau_pos, cfg.tau_neg)
     sig = torch.sigmoid(tau * (ratio - 1.0))
     return PolicyGradient(ratio, torch.zeros_like(inside), -4.0 * A * sig * (1 - sig) * ratio * inside)
@@ -411,7 +419,7 @@ def _trust_region(inp: LossInput, lo: float, hi: float, loss: str) -> torch.Tens
 
 def _trust_region_loss(name: str) -> LossFn:
     def loss(inp: LossInput, cfg) -> PolicyGradient:
-        ratio, inside = _ratio(inp)
+        ratio, inside = _ratio(inp, cfg)
         active = _trust_region(inp, cfg.clip_ratio_low, cfg.clip_ratio_high, name) & inside
         return _cut(ratio, active, inp.advantages)
 
@@ -429,7 +437,7 @@ dppo_tv_loss = register_policy_loss(
     label="DPPO binary TV",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\neg(A_t>0 \land \Delta p_t>\epsilon_h) "
     r"\land \neg(A_t<0 \land -\Delta p_t>\epsilon_l)]",
-    reads=(*CLIP, "kl_tau"),
+    reads=(*CLIP, "kl_tau", "log_ratio_clamp"),
     reference=DPPO_REFERENCE,
     checked_by=(
         "primerl_policy_loss.json",
@@ -443,7 +451,7 @@ dppo_kl_loss = register_policy_loss(
     "dppo_kl",
     label="DPPO binary KL",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\text{binary KL of } (\pi_{old}, \pi_\theta) \text{ within } \epsilon]",
-    reads=(*CLIP, "kl_tau"),
+    reads=(*CLIP, "kl_tau", "log_ratio_clamp"),
     reference="SkyRL 0.3.0 ppo_utils dppo binary_kl (Li et al. 2025, DPPO)",
     checked_by=("skyrl_policy_loss.json",),
 )(_trust_region_loss("dppo_kl"))
@@ -451,7 +459,7 @@ ipo_loss = register_policy_loss(
     "ipo",
     label="IPO (prime-rl)",
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[\lvert\Delta p_t\rvert \le \epsilon_h]",
-    reads=("clip_ratio_high", "kl_tau"),
+    reads=("clip_ratio_high", "kl_tau", "log_ratio_clamp"),
     reference="prime-rl 559b4477 loss.py ipo_loss_fn",
     checked_by=("primerl_policy_loss.json", "primerl_policy_ties.json"),
 )(_trust_region_loss("ipo"))
@@ -461,14 +469,14 @@ ipo_loss = register_policy_loss(
     "masked_is",
     label="masked IS (SkyRL rollout_is)",
     formula=r"g_t = -A_t\,\operatorname{sg}(\rho_t)\,\mathbb{1}[1-\epsilon_l < \rho_t < 1+\epsilon_h]",
-    reads=CLIP,
+    reads=(*CLIP, "log_ratio_clamp"),
     reference="SkyRL 0.3.0 ppo_utils rollout_is",
     checked_by=("skyrl_policy_loss.json", "skyrl_policy_ties.json"),
 )
 def masked_is_loss(inp: LossInput, cfg) -> PolicyGradient:
     """SkyRL's rollout_is: the ratio as a detached weight, 0 outside the open band (1 − ε_low, 1 + ε_high)."""
     lo, hi, _ = _clip_bounds(cfg)
-    ratio, _ = _ratio(inp)
+    ratio, _ = _ratio(inp, cfg)
     inside_band = (ratio > 1 - lo) & (ratio < 1 + hi)
     return PolicyGradient(ratio, ~inside_band, torch.where(inside_band, -inp.advantages * ratio, 0.0))
 

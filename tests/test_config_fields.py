@@ -59,13 +59,15 @@ def test_every_field_is_declared_with_help_and_the_help_table_is_derived() -> No
 
 
 def test_conventions_are_the_fields_every_profile_fills() -> None:
-    assert len(config.CONVENTIONS) == 32
+    assert len(config.CONVENTIONS) == 33
     for name in config.CONVENTIONS:
         assert config.FIELDS[name].default is None, name
     for p in PROFILES.values():
         assert set(p.conventions) == set(config.CONVENTIONS), p.name
         cfg = CreditConfig(profile=p.name)
-        assert all(getattr(cfg, n) is not None for n in config.CONVENTIONS), p.name
+        assert {n: getattr(cfg, n) for n in config.CONVENTIONS} == dict(p.conventions), p.name
+        # None is a value only where it means something: no clamp on log ρ (Search-R1)
+        assert {n for n in config.CONVENTIONS if getattr(cfg, n) is None} <= {"log_ratio_clamp"}, p.name
 
 
 @pytest.mark.parametrize("name", WITH_CHOICES)

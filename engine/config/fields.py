@@ -137,7 +137,7 @@ class Rule:
     def validate(self, value) -> None:
         """Raise a ValueError naming the field unless ``value`` (already coerced) is one the declaration allows."""
         if value is None:
-            return  # an optional field left unset (a convention is never None here: every profile sets it)
+            return  # an optional field left unset, or a convention its profile sets to None (no log-ratio clamp)
         allowed = self.allowed()
         if allowed is not None and value not in allowed:
             raise ValueError(f"CreditConfig.{self.name}: {value!r} is not one of {list(allowed)}")

@@ -421,9 +421,19 @@ class CreditConfig:
         "How the dual clip c (clip_ratio_c) enters the PPO loss: min_loss (verl, SkyRL, OpenRLHF: where A < 0 the "
         "loss is min(−A·c, the PPO loss), a constant branch of its own, so at ρ = c exactly autograd splits the "
         "gradient between the two equal branches and the token keeps half) or ratio_cap (TRL's two-sided delta: the "
-        "ratio is capped, min(ρ, c), inside the PPO min, for either sign of A; the gradient passes whole at ρ = c).",
-        choices=("min_loss", "ratio_cap"),
+        "ratio is capped, min(ρ, c), inside the PPO min, for either sign of A; the gradient passes whole at ρ = c) "
+        "or none (Search-R1: its PPO loss has no dual clip, so clip_ratio_c is not read: a negative advantage keeps "
+        "−A·ρ however large ρ).",
+        choices=("min_loss", "ratio_cap", "none"),
         label="dual clip form",
+    )
+    log_ratio_clamp: float | None = convention(
+        "The bound on log ρ before exp in the ratio-based losses: ρ = exp(clamp(log ρ, ±bound)), no gradient past "
+        "it (the clamp passes it at the bound itself). 20 (verl's SAFETY_BOUND, SkyRL, OpenRLHF), 10 (KG-R1's "
+        "vendored verl), None (no clamp: Search-R1's vendored verl; ρ = exp(log ρ) keeps its gradient however far "
+        "it drifts).",
+        within=POSITIVE,
+        label="log-ratio clamp",
     )
     vespo_params: tuple[float, ...] = option(
         (2.0, 3.0, 3.0, 2.0),
