@@ -229,8 +229,10 @@ VERL_LOSS = "verl 0.9.1 core_algos"
     "SkyRL regular, dual_clip; Search-R1 a14dc3a and KG-R1 7538a53 core_algos.compute_policy_loss (Schulman et al. "
     "2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
     checked_by=(
+        "kgr1_policy_loss.json",
         "openrlhf_policy_loss.json",
         "openrlhf_policy_ties.json",
+        "searchr1_policy_loss.json",
         "skyrl_policy_loss.json",
         "skyrl_policy_ties.json",
         "trl_policy_loss.json",
