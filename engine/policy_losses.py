@@ -165,8 +165,9 @@ def policy_loss_table() -> str:
 
 # ------------------------------------------------------------------------------------------------ shared pieces
 def _ratio(inp: LossInput, cfg) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ρ = exp(clamp(log ρ, ±b)), inside = |log ρ| ≤ b), b = ``log_ratio_clamp``: verl's SAFETY_BOUND (20), no
-    gradient through ρ beyond it; TRL and prime-rl have none ("none": ρ = exp(log ρ), inside everywhere)."""
+    """(ρ = exp(clamp(log ρ, ±b)), inside = |log ρ| ≤ b), b = ``log_ratio_clamp``: verl's SAFETY_BOUND (20), KG-R1's
+    10; no gradient through ρ beyond b (the clamp passes it at b itself). TRL, prime-rl and Search-R1 have none
+    ("none": ρ = exp(log ρ), inside everywhere)."""
     log_ratio = inp.log_ratio
     if cfg.log_ratio_clamp == "none":
         return torch.exp(log_ratio), torch.ones_like(log_ratio, dtype=torch.bool)
@@ -175,9 +176,10 @@ def _ratio(inp: LossInput, cfg) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _clip_bounds(cfg) -> tuple[float, float, float]:
-    """(ε_low, ε_high, c): the clip range and the dual-clip constant (∞ without one)."""
-    c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
-    return cfg.clip_ratio_low, cfg.clip_ratio_high, c
+    """(ε_low, ε_high, c): the clip range and the dual-clip constant (∞ without one: ``clip_ratio_c`` None, or a
+    trainer whose loss has no dual clip, ``dual_clip_form="none"``)."""
+    dual = cfg.clip_ratio_c is not None and cfg.dual_clip_form != "none"
+    return cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c if dual else math.inf
 
 
 def _cut(ratio, active, A) -> PolicyGradient:
@@ -194,11 +196,12 @@ def _clip_share(A, ratio, passes, lo, hi, c, form) -> torch.Tensor:
     """The share w of −A·ρ's gradient a PPO-clipped token keeps (0, ½ or 1; ¼ where two ties coincide): autograd's
     derivative of the loss max(−A·ρ₁, −A·clip(ρ, 1 − ε_low, 1 + ε_high)) and, under ``form="min_loss"`` with A < 0,
     of min(−A·c, that loss), the dual clip a constant branch (verl, SkyRL, OpenRLHF); under ``form="ratio_cap"``
-    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ. ``passes`` [B, T] bool: where ρ itself carries
-    its gradient (the ±20 clamp on log ρ, GSPO's cap at e¹⁰). A clamp passes the gradient at its bounds;
-    torch.maximum and torch.minimum give each of two equal values half of it, so where the compared values are
-    exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token gets the mean of the two
-    branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches pass there)."""
+    ρ₁ = min(ρ, c) (TRL's two-sided δ, either sign of A), else ρ₁ = ρ (c = ∞: no dual clip). ``passes`` [B, T] bool:
+    where ρ itself carries its gradient (the clamp on log ρ, ``log_ratio_clamp``; GSPO's cap at e¹⁰). A clamp passes
+    the gradient at its bounds; torch.maximum and torch.minimum give each of two equal values half of it, so where
+    the compared values are exactly equal (ρ on a bound, or A·ρ and A·bound rounding to the same float) the token
+    gets the mean of the two branches' shares: ½ at ρ = c under min_loss, whole at ρ = 1 + ε_high (both branches
+    pass there)."""
     f = passes.to(ratio.dtype)
     r1, f1 = ratio, f
     if math.isfinite(c) and form == "ratio_cap":
@@ -224,10 +227,13 @@ VERL_LOSS = "verl 0.9.1 core_algos"
     formula=r"g_t = -A_t\rho_t\,\mathbb{1}[A_t>0,\ \rho_t\le 1+\epsilon_h \;\lor\; A_t<0,\ 1-\epsilon_l\le\rho_t\le c]",
     reads=(*CLIP, "clip_ratio_c", "dual_clip_form", "log_ratio_clamp"),
     reference=f"{VERL_LOSS}.compute_policy_loss_vanilla; OpenRLHF PolicyLoss ppo; TRL grpo/bnpo/dr_grpo/dapo; "
-    "SkyRL regular, dual_clip (Schulman et al. 2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
+    "SkyRL regular, dual_clip; Search-R1 a14dc3a and KG-R1 7538a53 core_algos.compute_policy_loss (Schulman et al. "
+    "2017; Ye et al. 2020 dual clip; DAPO clip-higher)",
     checked_by=(
+        "kgr1_policy_loss.json",
         "openrlhf_policy_loss.json",
         "openrlhf_policy_ties.json",
+        "searchr1_policy_loss.json",
         "skyrl_policy_loss.json",
         "skyrl_policy_ties.json",
         "trl_policy_loss.json",
@@ -241,10 +247,11 @@ VERL_LOSS = "verl 0.9.1 core_algos"
 )
 def vanilla_loss(inp: LossInput, cfg) -> PolicyGradient:
     """PPO's clipped surrogate: the unclipped term is the one taken (its gradient −A·ρ) where A > 0 and
-    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip); elsewhere the clipped term, a constant. Where the
-    two values a trainer's max or min compares are exactly equal, autograd gives each half (``_clip_share``): −A·ρ/2
-    at ρ = c with A < 0 (``dual_clip_form="min_loss"``), and past 1 + ε_high where A·ρ and A·(1 + ε_high) round
-    alike."""
+    ρ ≤ 1 + ε_high, or A < 0 and 1 − ε_low ≤ ρ ≤ c (dual clip; none under ``dual_clip_form="none"``, Search-R1);
+    elsewhere the clipped term, a constant; ρ = exp(log ρ clamped to ±``log_ratio_clamp``), nothing past the clamp.
+    Where the two values a trainer's max or min compares are exactly equal, autograd gives each half
+    (``_clip_share``): −A·ρ/2 at ρ = c with A < 0 (``dual_clip_form="min_loss"``), and past 1 + ε_high where A·ρ and
+    A·(1 + ε_high) round alike."""
     A = inp.advantages
     lo, hi, c = _clip_bounds(cfg)
     ratio, inside = _ratio(inp, cfg)

@@ -209,20 +209,25 @@ PROFILES: dict[str, Profile] = {
             "Search-R1",
             "Search-R1 a14dc3a",
             "advantages over the attention mask (info tokens included), GAE without hole skipping, last token "
-            "bootstraps from the first padding value; the policy loss is a token mean (no loss_agg_mode).",
+            "bootstraps from the first padding value; the policy loss is a token mean (no loss_agg_mode), PPO's "
+            "clip without dual clip or clamp on log ρ.",
             **_OLD_VERL,
             gae_value_mask="attention_shifted",
             seq_mean_supported=False,
+            # core_algos.compute_policy_loss: ratio = exp(log_prob - old_log_prob), max of the two PPO branches only
+            dual_clip_form="none",
+            log_ratio_clamp="none",
         ),
         VERL.derive(
             "kg-r1",
             "KG-R1",
             "KG-R1 7538a53",
             "old-verl GAE over the attention mask, '_otc_scaling_factor'/'_kg_turns_used' leak into the global "
-            "reward, mean turn reward.",
+            "reward, mean turn reward; the policy loss clamps log ρ at ±10.",
             **_OLD_VERL,
             gae_value_mask="attention",
             global_exclude_prefixes=("_raw_",),
+            log_ratio_clamp="10",  # core_algos.compute_policy_loss: torch.clamp(log ρ, min=-10, max=10) before exp
         ),
         # rLLM's unified trainer: rLLM-native estimators on trajectory rewards, per TrajectoryGroup (task).
         VERL.derive(

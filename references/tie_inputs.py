@@ -1,7 +1,7 @@
-"""The inputs every tie harness shares (references/NAME/generate_policy_ties.py): float32 log-probs whose ratio, or
-whose probability difference, lands exactly on a clip boundary, so that the two values a trainer's min, max or
-clamp compares are equal and autograd's rule for ties decides the gradient. Needs torch (every harness environment
-has it); CreditLens never imports it.
+"""The inputs every tie harness shares (references/NAME/generate_policy_ties.py, and the ties/ cases of
+references/oldverl/generate_policy_loss.py): float32 log-probs whose ratio, or whose probability difference, lands
+exactly on a clip boundary, so that the two values a trainer's min, max or clamp compares are equal and autograd's
+rule for ties decides the gradient. Needs torch (every harness environment has it); CreditLens never imports it.
 
 Recipe. A boundary b (1 + ε_high, 1 − ε_low, the dual clip c, ...) is reached through a float32 log-ratio x with
 ``torch.exp(x) == float32(b)`` in float32. Among the float32 values near log(b) the one whose exact e^x (float64)
@@ -268,6 +268,16 @@ def _safety(beyond: bool) -> dict:
     )
 
 
+def _log_ratio(v: float) -> dict:
+    """log ρ exactly ±v (no exponential lands on a bound: the clamp on log ρ itself is the boundary)."""
+    return batch(
+        f"log_ratio_{v:g}",
+        [(-1.0, [log_probs_for(v)]), (1.0, [log_probs_for(-v)])],
+        f"token log-ratio exactly {v:g} with A = -1 and -{v:g} with A = 1 (a clamp of log-ratios at ±10: KG-R1's "
+        "vendored verl)",
+    )
+
+
 BATCHES = {
     "ppo": _ppo,
     "ppo_delta_low": _ppo_delta_low,
@@ -279,6 +289,8 @@ BATCHES = {
     "rollout_band": _rollout_band,
     "safety_at": lambda: _safety(False),
     "safety_beyond": lambda: _safety(True),
+    "log_ratio_10": lambda: _log_ratio(10.0),
+    "log_ratio_10.5": lambda: _log_ratio(10.5),
 }
 
 

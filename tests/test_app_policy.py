@@ -163,4 +163,3 @@ def test_every_field_a_loss_widget_sets_is_part_of_the_scheme_code() -> None:
     from dashboard import schemes, sidebar
 
     assert set(sidebar.LOSS_WIDGETS) <= set(schemes.SHORT)
-

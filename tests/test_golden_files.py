@@ -27,9 +27,9 @@ def _commit(reference: dict) -> str:
 
 
 def test_the_set_is_bundled() -> None:
-    assert len(FILES) == 47
-    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 725
-    assert "725 cases in 47 files." in README
+    assert len(FILES) == 49
+    assert sum(len(golden_utils.load_golden(f)["cases"]) for f in FILES) == 756
+    assert "756 cases in 49 files." in README
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -1,8 +1,10 @@
 """Golden: the policy-loss stage (CONVENTIONS.md §14) against the trainers' own policy losses: verl 0.9.1's policy
 losses and rollout correction (``verl_policy_loss.json``, made by ``references/verl/generate.py``) and OpenRLHF 0.11.2,
 TRL 1.16.0, SkyRL 0.3.0 and prime-rl 559b4477 (``{openrlhf,trl,skyrl,primerl}_policy_loss.json``, made by
-``references/*/generate_policy_loss.py``): per token, d loss / d log π (the gradient weight CreditLens shows,
-negated), the IS weights where the trainer records them, and the rejection-masked mask.
+``references/*/generate_policy_loss.py``), and the old verl Search-R1 a14dc3a and KG-R1 7538a53 vendor
+(``{searchr1,kgr1}_policy_loss.json``, made by ``references/oldverl/generate_policy_loss.py``): per token,
+d loss / d log π (the gradient weight CreditLens shows, negated), the IS weights where the trainer records them, and
+the rejection-masked mask.
 
 Each trainer's case is mapped onto a ``CreditConfig`` under its profile (the conventions where the trainer differs
 from verl come from the profile; the case's own parameters are options). Cases CreditLens does not reproduce are
@@ -301,16 +303,39 @@ def _primerl(p: dict) -> CreditConfig:
     )
 
 
+def _searchr1(p: dict) -> CreditConfig:
+    """Search-R1's compute_policy_loss: one cliprange for both sides; no dual clip and no clamp on log ρ come from
+    the profile (dual_clip_form="none", log_ratio_clamp="none"); its masked_mean is a token mean."""
+    return CreditConfig(
+        profile="search-r1", clip_ratio_low=p["cliprange"], clip_ratio_high=p["cliprange"], loss_agg_mode="token-mean"
+    )
+
+
+def _kgr1(p: dict) -> CreditConfig:
+    """KG-R1's compute_policy_loss: cliprange_low / cliprange_high, clip_ratio_c (a min_loss dual clip, as verl's) and
+    agg_loss's mode; its ±10 clamp on log ρ comes from the profile (log_ratio_clamp="10"). unbiased-fixed-norm is
+    Σ_i S_i / MAX_LENGTH: seq-mean-token-sum-norm with loss_scale_factor = MAX_LENGTH under the profile's old
+    sum-norm (sum_norm_divides_by_seqs=False)."""
+    kw = dict(loss_agg_mode=p["loss_agg_mode"])
+    if p["loss_agg_mode"] == "unbiased-fixed-norm":
+        kw = dict(loss_agg_mode="seq-mean-token-sum-norm", loss_scale_factor=float(p["MAX_LENGTH"]))
+    return CreditConfig(
+        profile="kg-r1",
+        clip_ratio_low=p["cliprange_low"],
+        clip_ratio_high=p["cliprange_high"],
+        clip_ratio_c=p["clip_ratio_c"],
+        **kw,
+    )
+
+
 def _tensors(file: str, x: dict):
     """(log π_θ, log π_old, log π_rollout, advantages [B, T], loss mask, log π_ref, group ids) as each file names
     them (None where a file has no such input)."""
-    if file.startswith("openrlhf"):
-        mask, adv = tensor(x["response_mask"]), tensor(x["advantages"])
-    elif file.startswith("trl"):
+    if file.startswith("trl"):
         mask = tensor(x["mask"])
         adv = tensor(x["advantages"])[:, None].expand_as(mask)
     else:
-        mask, adv = tensor(x["loss_mask"]), tensor(x["advantages"])
+        mask, adv = tensor(x["loss_mask"] if "loss_mask" in x else x["response_mask"]), tensor(x["advantages"])
     rollout = x.get("inference_log_prob", x.get("rollout_log_prob"))
     old, ref, index = x.get("old_log_prob"), x.get("ref_log_prob"), x.get("index")
     return (
@@ -330,7 +355,19 @@ CONFIGS = {
     "trl_policy_sequence.json": lambda c: _trl(c["params"]),
     "skyrl_policy_loss.json": lambda c: _skyrl(c["params"]),
     "primerl_policy_loss.json": lambda c: _primerl(c["params"]),
+    "searchr1_policy_loss.json": lambda c: _searchr1(c["params"]),
+    "kgr1_policy_loss.json": lambda c: _kgr1(c["params"]),
 }
+OLD_VERL_MICRO_BATCHES = (
+    "dp_actor takes the loss per micro-batch and divides it by gradient_accumulation, so a token of a micro-batch "
+    "holding n_m loss tokens weighs 1/(M·n_m) under its token mean, not 1/N (here 22 and 11 tokens); the engine "
+    "aggregates the whole batch as one micro-batch"
+)
+KGR1_NAN_ROW = (
+    "a fully masked row under KG-R1's seq-mean-token-mean is 0/0: the loss is NaN and so is that row's gradient; "
+    "CreditLens gives the row 0 (CONVENTIONS §3.6; test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row "
+    "checks every other row)"
+)
 
 
 def _not_reproduced(file: str, c: dict) -> str | None:
@@ -356,6 +393,11 @@ def _not_reproduced(file: str, c: dict) -> str | None:
             "does too; _compute_loss's numbers are checked under profile 'verl' "
             "(test_vespo_counts_a_sequence_is_weight_once)"
         )
+    elif file in ("searchr1_policy_loss.json", "kgr1_policy_loss.json"):
+        if p["micro_batch_size"] < len(c["inputs"]["response_mask"]):
+            return OLD_VERL_MICRO_BATCHES
+        if p.get("loss_agg_mode") == "seq-mean-token-mean" and not all(map(any, c["inputs"]["response_mask"])):
+            return KGR1_NAN_ROW
     elif file == "trl_policy_sequence.json" and c["outputs"].get("passed_vespo_check"):
         return "TRL's constructor passed its VESPO check: no loss (test_trl_accepts_what_its_constructor_accepts)"
     elif c["inputs"].get("rl_weights") is not None:
@@ -369,6 +411,8 @@ OTHER_FILES = {  # file: (cases, reproduced, refused)
     "trl_policy_sequence.json": (23, 15, 2),
     "skyrl_policy_loss.json": (50, 46, 0),
     "primerl_policy_loss.json": (18, 17, 0),
+    "searchr1_policy_loss.json": (11, 10, 0),
+    "kgr1_policy_loss.json": (20, 18, 0),
 }
 OTHER_CASES = [  # the cases reproduced or refused; test_other_trainers_cases_are_reproduced_or_named counts the rest
     pytest.param(file, c, id=f"{file.removesuffix('_policy_loss.json')}:{c['name']}")
@@ -404,6 +448,71 @@ def test_other_trainers_policy_loss_gradient(file: str, case: dict) -> None:
         weights = corr.weights[:, : expected.shape[-1]]
         seen = mask.bool() if expected.shape[-1] == mask.shape[-1] else mask.bool().any(-1, keepdim=True)
         assert_golden(weights, expected, mask=seen, what="vLLM IS ratio")
+
+
+OLD_VERL = ("searchr1_policy_loss.json", "kgr1_policy_loss.json")
+
+
+@pytest.mark.parametrize(
+    "file, case",
+    [
+        pytest.param(file, c, id=f"{file.removesuffix('_policy_loss.json')}:{c['name']}")
+        for file in OLD_VERL
+        for c in load_golden(file)["cases"]
+        if _not_reproduced(file, c) == OLD_VERL_MICRO_BATCHES
+    ],
+)
+def test_old_verl_micro_batches_are_token_means_of_their_own(file: str, case: dict) -> None:
+    """What the micro-batch cases do is the named difference and nothing else: the engine's gradient on each
+    micro-batch's rows alone (its own token mean), divided by gradient_accumulation, is the trainer's."""
+    p = case["params"]
+    cfg = CONFIGS[file](case)
+    lp, old, _, adv, mask, _, _ = _tensors(file, case["inputs"])
+    parts = []
+    for rows in torch.arange(len(mask)).split(p["micro_batch_size"]):
+        parts.append(_engine_grad(cfg, lp[rows], old[rows], None, adv[rows], mask[rows])[2])
+    expected = case["outputs"]["grad_log_prob"]
+    assert_golden(torch.cat(parts) / p["gradient_accumulation"], expected, what="per micro-batch")
+    with pytest.raises(AssertionError):  # the whole batch's token mean is not it
+        assert_golden(_engine_grad(cfg, lp, old, None, adv, mask)[2], expected, what="whole batch")
+
+
+@pytest.mark.parametrize(
+    "case", golden_cases("kgr1_policy_loss.json", lambda c: c["name"] == "seq-mean-token-mean/dense")
+)
+def test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row(case: dict) -> None:
+    """KG-R1's seq-mean-token-mean on the dense fixture (row 10 fully masked): NaN there, CreditLens's 0; every other
+    row's gradient is reproduced."""
+    cfg = _kgr1(case["params"])
+    lp, old, _, adv, mask, _, _ = _tensors("kgr1_policy_loss.json", case["inputs"])
+    grad = _engine_grad(cfg, lp, old, None, adv, mask)[2]
+    expected = tensor(case["outputs"]["grad_log_prob"])
+    empty = ~mask.bool().any(-1)
+    assert empty.tolist().count(True) == 1 and bool(expected[empty].isnan().all()) and bool(grad[empty].eq(0).all())
+    assert_golden(grad[~empty], expected[~empty], what="the rows with a loss token")
+
+
+@pytest.mark.parametrize(
+    "profile, expected",
+    [
+        ("verl", [0.0, math.exp(15.0), 0.0]),
+        ("search-r1", [4.0, math.exp(15.0), math.exp(25.0)]),
+        ("kg-r1", [0.0, 0.0, 0.0]),
+    ],
+)
+def test_old_verl_dual_clip_and_log_ratio_clamp_by_hand(profile: str, expected: list) -> None:
+    """Three rows of one token each, A = −1: log ρ = ln 4 with clip_ratio_c = 3, then log ρ = 15 and 25 with
+    clip_ratio_c = 1e30 (no dual clip in reach). verl: the dual clip cuts ρ = 4 (4 > 3), its ±20 clamp passes 15 and
+    stops 25. Search-R1: no dual clip, no clamp: g = −A·ρ = 4, e¹⁵, e²⁵. KG-R1: the dual clip cuts ρ = 4, its ±10
+    clamp stops 15 and 25."""
+    lp = torch.tensor([[-0.01], [-0.01], [-0.01]])
+    old = lp - torch.tensor([[math.log(4.0)], [15.0], [25.0]])
+    adv, mask = torch.full((3, 1), -1.0), torch.ones(3, 1)
+    got = []
+    for row, c in zip(range(3), (3.0, 1e30, 1e30), strict=True):
+        cfg = CreditConfig(profile=profile, clip_ratio_c=c)
+        got.append(policy_gradient(lp[row : row + 1], old[row : row + 1], adv[:1], mask[:1], cfg).grad.item())
+    torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-5, atol=1e-5)
 
 
 TRL_SEQUENCE = "trl_policy_sequence.json"

@@ -419,9 +419,10 @@ class CreditConfig:
     )
     log_ratio_clamp: str | None = convention(
         "The bound on log ρ before exp in the ratio-based losses (vanilla, CISPO, SAPO, DPPO, IPO, masked IS): 20 "
-        "(verl's SAFETY_BOUND, SkyRL, OpenRLHF: ρ = exp(clamp(log ρ, ±20)), no gradient through ρ beyond it) or "
-        "none (TRL, prime-rl: ρ = exp(log ρ), unclamped, its gradient whole however far the policy moved).",
-        choices=("20", "none"),
+        "(verl's SAFETY_BOUND, SkyRL, OpenRLHF: ρ = exp(clamp(log ρ, ±20)), no gradient through ρ beyond it, the "
+        "clamp passing it at the bound itself), 10 (KG-R1's vendored verl) or none (TRL, prime-rl, Search-R1's "
+        "vendored verl: ρ = exp(log ρ), unclamped, its gradient whole however far the policy moved).",
+        choices=("20", "10", "none"),
         label="log-ratio clamp",
     )
     dppo_ratio: str | None = convention(
@@ -434,8 +435,10 @@ class CreditConfig:
         "How the dual clip c (clip_ratio_c) enters the PPO loss: min_loss (verl, SkyRL, OpenRLHF: where A < 0 the "
         "loss is min(−A·c, the PPO loss), a constant branch of its own, so at ρ = c exactly autograd splits the "
         "gradient between the two equal branches and the token keeps half) or ratio_cap (TRL's two-sided delta: the "
-        "ratio is capped, min(ρ, c), inside the PPO min, for either sign of A; the gradient passes whole at ρ = c).",
-        choices=("min_loss", "ratio_cap"),
+        "ratio is capped, min(ρ, c), inside the PPO min, for either sign of A; the gradient passes whole at ρ = c) "
+        "or none (Search-R1: its PPO loss has no dual clip, so clip_ratio_c is not read: a negative advantage keeps "
+        "−A·ρ however large ρ).",
+        choices=("min_loss", "ratio_cap", "none"),
         label="dual clip form",
     )
     vespo_params: tuple[float, ...] = option(
