@@ -146,6 +146,17 @@ def test_kl_penalty_names_verl_refuses_pass_the_config_and_fail_when_computed() 
         CreditConfig(kl_penalty="k4")
 
 
+def test_the_refusals_are_listed_from_their_table() -> None:
+    """docs/CONFIG.md lists every scheme CreditConfig refuses (engine.config.rules.REFUSALS), each with the field
+    its error names and when it applies."""
+    from engine.config import rules
+
+    doc = (ROOT / "docs" / "CONFIG.md").read_text()
+    assert config.refusal_table() in doc, "docs/CONFIG.md is stale: paste engine.config.refusal_table() there"
+    assert len(config.refusal_table().splitlines()) == 2 + len(rules.REFUSALS) == 13
+    assert all(r.when and r.field in config.FIELDS for r in rules.REFUSALS)
+
+
 def test_the_field_reference_is_made_from_the_declarations() -> None:
     doc = (ROOT / "docs" / "CONFIG.md").read_text()
     assert config.field_table() in doc, "docs/CONFIG.md is stale: paste engine.config.field_table() there"

@@ -5,10 +5,10 @@
   from them (``FIELDS``, ``CONVENTIONS``, ``FIELD_HELP``, ``HINTS``, ``RULES``; ``choices``, ``bounds``, ``label``);
 * ``engine.config.rules``: what a scheme must satisfy beyond one field's type and range: ``REFUSALS``, one table of
   (field, applies, message), for what the profile's trainer lacks and fields that rule each other out;
-* ``engine.config.docs``: docs/CONFIG.md's table (``field_table``).
+* ``engine.config.docs``: docs/CONFIG.md's tables (``field_table``, ``refusal_table``).
 """
 
-from engine.config.docs import field_table
+from engine.config.docs import field_table, refusal_table
 from engine.config.fields import COERCE, FRACTION, NON_NEGATIVE, POSITIVE, UNIT, Rule, convention, option, range_text
 from engine.config.rules import REFUSALS, Refusal
 from engine.config.scheme import (
@@ -56,6 +56,7 @@ __all__ = [
     "choices",
     "convention",
     "field_table",
+    "refusal_table",
     "label",
     "option",
     "range_text",

@@ -1,7 +1,9 @@
-"""The documentation tables made from the declarations: docs/CONFIG.md's field reference (a test keeps it equal)."""
+"""The documentation tables made from the declarations: docs/CONFIG.md's field reference and its refusals (a test
+keeps both equal)."""
 
 from __future__ import annotations
 
+from engine.config import rules
 from engine.config.fields import range_text
 from engine.config.scheme import CONVENTIONS, FIELD_HELP, FIELDS, HINTS, bounds
 
@@ -32,4 +34,12 @@ def field_table() -> str:
             f"| `{name}` | `{_cell(HINTS[name])}` | {_cell(default)} | {_cell(_accepts(name))} | "
             f"{_cell(FIELD_HELP[name])} |"
         )
+    return "\n".join(rows)
+
+
+def refusal_table() -> str:
+    """docs/CONFIG.md's refusals: every scheme ``CreditConfig`` refuses though each field is valid on its own
+    (``rules.REFUSALS``), the field its error names and when it applies, in the table's order."""
+    rows = ["| field | refused when |", "|---|---|"]
+    rows += [f"| `{r.field}` | {_cell(r.when)} |" for r in rules.REFUSALS]
     return "\n".join(rows)

@@ -57,9 +57,11 @@ def length_weights(name: str, weights: tuple[float, ...]) -> None:
 @dataclass(frozen=True)
 class Refusal:
     """A scheme ``CreditConfig`` refuses: where ``applies(cfg)``, the error ``CreditConfig.<field>: <message>``.
-    ``message`` is a format string of ``cfg`` or a function of it."""
+    ``when`` says in words when it applies (docs/CONFIG.md's refusal table); ``message`` is a format string of
+    ``cfg`` or a function of it."""
 
     field: str
+    when: str
     applies: Callable[[CreditConfig], bool]
     message: str | Callable[[CreditConfig], str]
 
@@ -90,23 +92,27 @@ REFUSALS: tuple[Refusal, ...] = (
     # ---- what the profile's trainer lacks (engine.profiles.CAPABILITIES)
     Refusal(
         "loss_agg_mode",
+        "`loss_agg_mode='token-sum'` where the profile's trainer has no token-sum (`token_sum_supported`)",
         lambda cfg: cfg.loss_agg_mode == "token-sum" and not cfg.trainer.token_sum_supported,
         "'token-sum' does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: token-sum came to verl in "
         "2026-08)",
     ),
     Refusal(
         "loss_agg_mode",
+        "a seq-mean `loss_agg_mode` where the trainer's loss is a token mean (`seq_mean_supported`)",
         lambda cfg: cfg.loss_agg_mode.startswith("seq-mean") and not cfg.trainer.seq_mean_supported,
         "{cfg.loss_agg_mode!r} does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: its policy loss is "
         "a token mean)",
     ),
     Refusal(
         "loss_agg_mode",
+        "`loss_agg_mode='prompt-mean-token-mean'` outside SkyRL (`prompt_mean_supported`)",
         lambda cfg: cfg.loss_agg_mode == "prompt-mean-token-mean" and not cfg.trainer.prompt_mean_supported,
         _only_skyrl,
     ),
     Refusal(
         "rollout_is",
+        "`rollout_is='sequence'` where the trainer has no sequence-level IS weight (`sequence_is_supported`)",
         lambda cfg: cfg.rollout_is == "sequence" and not cfg.trainer.sequence_is_supported,
         "'sequence' (one IS weight per sequence) does not exist in profile {cfg.profile!r} ({cfg.trainer.source}: "
         "its sequence level gates whole rows by their geometric-mean ratio (rollout_rs 'seq_mean_k1') and weighs "
@@ -114,6 +120,7 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         "rollout_is",
+        "`policy_loss='vespo'` with `rollout_is='sequence'` under profile `trl` (GRPOTrainer.__init__ refuses it)",
         lambda cfg: cfg.policy_loss == "vespo" and cfg.rollout_is == "sequence" and cfg.profile == "trl",
         "profile 'trl' ({cfg.trainer.source}: GRPOTrainer.__init__) refuses VESPO with a sequence-level vLLM IS "
         "mode: 'VESPO loss requires vllm_importance_sampling_mode to be either token_truncate or token_mask'",
@@ -121,17 +128,21 @@ REFUSALS: tuple[Refusal, ...] = (
     # ---- fields that rule each other out
     Refusal(
         "kl_loss_ratio_weighted",
+        "`kl_loss_ratio_weighted` with a loss whose ratio no trainer weighs a KL by: `geo_mean`, GSPO with "
+        "`gspo_gradient='own_token'`",
         lambda cfg: cfg.kl_loss_ratio_weighted and _kl_ratio_refused(cfg) is not None,
         lambda cfg: _kl_ratio_refused(cfg),
     ),
     Refusal(
         "stepwise_mode",
+        "estimator `logged` with a `stepwise_mode` other than `trajectory`",
         lambda cfg: cfg.estimator == "logged" and cfg.stepwise_mode != "trajectory",
         "{cfg.stepwise_mode!r} would recompute the advantages from step rewards; estimator 'logged' returns the "
         "trainer's own per-token advantages: use stepwise_mode 'trajectory'",
     ),
     Refusal(
         "policy_loss",
+        "`policy_loss='kl_cov'` under `reduction_on_advantages` (SkyRL) with `rollout_is` or `rollout_rs`",
         lambda cfg: (
             cfg.policy_loss == "kl_cov" and cfg.reduction_on_advantages and bool(cfg.rollout_is or cfg.rollout_rs)
         ),
@@ -140,16 +151,19 @@ REFUSALS: tuple[Refusal, ...] = (
     ),
     Refusal(
         "rollout_rs_threshold",
+        "`rollout_rs_threshold` neither one threshold nor one per `rollout_rs` option",
         lambda cfg: bool(cfg.rollout_rs) and len(cfg.rollout_rs_threshold) not in (1, len(cfg.rollout_rs)),
         "one threshold, or one per rollout_rs option",
     ),
     Refusal(
         "length_penalty",
+        "`length_penalty` with an estimator other than `grpo`",
         lambda cfg: cfg.length_penalty is not None and cfg.estimator != "grpo",
         "only estimator 'grpo' applies it (prime-rl's GRPOAlgorithm), not {cfg.estimator!r}",
     ),
     Refusal(
         "gdpo_reward_weights",
+        "`gdpo_reward_weights` not one per `gdpo_reward_keys` entry",
         lambda cfg: cfg.gdpo_reward_weights is not None and len(cfg.gdpo_reward_weights) != len(cfg.gdpo_reward_keys),
         "need one weight per gdpo_reward_keys entry",
     ),
