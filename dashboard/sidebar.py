@@ -481,6 +481,8 @@ def _policy_controls(info: RunInfo) -> None:
         help=loss_help(loss),
     )
     shown = [f for f in LOSS_WIDGETS if f in loss.reads]  # the loss's own fields, as its registration lists them
+    if PROFILES[ss[cfg_key("profile")]].conventions["dual_clip_form"] == "none":  # Search-R1: no dual clip to set
+        shown = [f for f in shown if f != "clip_ratio_c"]
     for pair in (shown[i : i + 2] for i in range(0, len(shown), 2)):
         for col, name in zip(st.columns(2), pair, strict=False):
             label, kwargs = LOSS_WIDGETS[name]

@@ -163,3 +163,12 @@ def test_every_field_a_loss_widget_sets_is_part_of_the_scheme_code() -> None:
     from dashboard import schemes, sidebar
 
     assert set(sidebar.LOSS_WIDGETS) <= set(schemes.SHORT)
+
+
+def test_a_profile_without_a_dual_clip_offers_none() -> None:
+    """Search-R1's PPO loss has no dual clip (dual_clip_form='none'): the sidebar does not offer a c it would not
+    read; verl's does."""
+    at = _tokens("grpo,p:search-r1")
+    assert cfg_key("clip_ratio_c") not in {w.key for w in at.sidebar.number_input}
+    at = _tokens("grpo")
+    assert cfg_key("clip_ratio_c") in {w.key for w in at.sidebar.number_input}
