@@ -458,7 +458,7 @@ def loss_option(name: str) -> str:
 def loss_help(loss) -> str:
     """The loss selector's help: the chosen loss in words, what it computes (its docstring's first sentence), the
     trainer code it reproduces and the fields it reads; then the field's own help."""
-    summary = (loss.fn.__doc__ or "").split("\n\n")[0].replace("\n", " ").replace("``", "`")
+    summary = loss.summary.replace("\n", " ").replace("``", "`")
     reads = ", ".join(f"`{f}`" for f in loss.reads) or "nothing beyond A"
     return (
         f"**{loss.label}** (`{loss.name}`): {summary}\n\nReproduces {loss.reference}. Reads {reads}.\n\n"

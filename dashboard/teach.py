@@ -21,7 +21,7 @@ import pandas as pd
 
 from dashboard.theme import INFO_HATCH, INFO_OUTLINE, MONO_FAMILY, SECONDARY_TEXT, diverging_css
 from dashboard.tokens_html import escape
-from engine import CreditConfig, CreditResult, compute_credit
+from engine import CreditConfig, CreditResult, PolicyLoss, compute_credit, list_policy_losses
 from engine.batch import TrajectoryBatch
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
@@ -384,36 +384,9 @@ def pipeline_code() -> tuple[StageCode, ...]:
     return tuple(StageCode(title, inspect.getdoc(fn).split("\n\n")[0], inspect.getsource(fn)) for title, fn in parts)
 
 
-@dataclass(frozen=True)
-class LossCode:
-    """One registered policy loss as the Learn page shows it: name, label, LaTeX formula, the fields it reads, the
-    trainer code it reproduces, the golden files that check it, the docstring's first paragraph, its source."""
-
-    name: str
-    label: str
-    formula: str
-    reads: tuple[str, ...]
-    reference: str
-    checked_by: tuple[str, ...]
-    summary: str
-    source: str
-
-
 @functools.cache
-def policy_loss_code() -> tuple[LossCode, ...]:
-    """Every registered policy loss (``engine.policy_losses``), in registration order, with its own source."""
-    from engine import list_policy_losses
+def policy_loss_code() -> tuple[tuple[PolicyLoss, str], ...]:
+    """Every registered policy loss (``engine.policy_losses``: label, formula, fields, reference, golden files,
+    summary), in registration order, with its function's own source."""
 
-    return tuple(
-        LossCode(
-            loss.name,
-            loss.label,
-            loss.formula,
-            loss.reads,
-            loss.reference,
-            loss.checked_by,
-            inspect.getdoc(loss.fn).split("\n\n")[0],
-            inspect.getsource(loss.fn),
-        )
-        for loss in list_policy_losses()
-    )
+    return tuple((loss, inspect.getsource(loss.fn)) for loss in list_policy_losses())

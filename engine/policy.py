@@ -107,11 +107,12 @@ def policy_gradient(
             raise ValueError("kl_loss_coef needs the reference policy's log-probs (ref_log_probs); the run lacks them")
         own = cfg.kl_loss_agg != "loss"  # SkyRL, OpenRLHF: the KL term's own aggregation, on its own mask
         weights = kl_loss_weights(kl_mask if kl_mask is not None else mask, rows, cfg.kl_loss_agg) if own else agg
-        row_ratio = cfg.kl_loss_ratio_weighted and kl_ratio_level(cfg) == "sequence"
+        level = kl_ratio_level(cfg) if cfg.kl_loss_ratio_weighted else None
+        row_ratio = level == "sequence"
         if row_ratio and weights is None:
             raise ValueError("a KL term weighted by the sequence ratio needs the aggregation weights")
         term = cfg.kl_loss_coef * _kl_loss_gradient(
-            log_prob, old_log_prob, ref_log_prob, mask, cfg, weights if row_ratio else None
+            log_prob, old_log_prob, ref_log_prob, mask, cfg, level, weights if row_ratio else None
         )
         if own or row_ratio:  # aggregated here: with its own weights, or through the row's ratio (TRL's GSPO)
             kl = term if row_ratio else term * weights
@@ -120,41 +121,47 @@ def policy_gradient(
     return PolicyGradient(pg.ratio, clipped, grad, pg.aggregated, penalty)
 
 
+def kl_ratio_refusal(cfg) -> str | None:
+    """Why no trainer weighs a KL term by ``cfg``'s loss's ratio (``kl_ratio_level``), or None where one does:
+    geo_mean's ratio (verl), and a GSPO ratio carried by each token's own log-prob (``gspo_gradient="own_token"``,
+    verl and SkyRL, which have no ratio-weighted KL). ``engine.config.rules`` refuses such a scheme when it is made."""
+    level = get_policy_loss(cfg.policy_loss).kl_ratio
+    if level is None:
+        return (
+            f"{cfg.policy_loss}'s ratio is not a per-token or per-row ratio a trainer weighs a KL term by (TRL's "
+            f"use_bias_correction_kl weighs by its own loss's ratio)"
+        )
+    if level == "sequence" and cfg.gspo_gradient != "row":
+        return (
+            f"profile {cfg.profile!r}'s GSPO carries the sequence ratio on each token's own log-prob "
+            f"(gspo_gradient='own_token'), and its trainer has no ratio-weighted KL; TRL's (profile 'trl', "
+            f"gspo_gradient='row') weighs the KL by the row's sequence ratio"
+        )
+    return None
+
+
 def kl_ratio_level(cfg) -> str:
     """The ratio TRL's ``use_bias_correction_kl`` (``kl_loss_ratio_weighted``) weighs the KL term with: the loss's
     own ``coef_1`` (its registration's ``kl_ratio``), "token" (π_θ/π_old per token: the token-level losses, VESPO at
     TRL's default token level) or "sequence" (GSPO: the row's s_i = exp(Σ_t m·log ρ_t / max(n_i, 1)),
-    differentiated through the row). Raises where no trainer defines it: geo_mean (verl), and GSPO with its ratio
-    carried by each token's own log-prob (``gspo_gradient="own_token"``, verl and SkyRL, which have no
-    ratio-weighted KL)."""
-    level = get_policy_loss(cfg.policy_loss).kl_ratio
-    if level is None:
-        raise ValueError(
-            f"CreditConfig.kl_loss_ratio_weighted: {cfg.policy_loss}'s ratio is not a per-token or per-row ratio a "
-            f"trainer weighs a KL term by (TRL's use_bias_correction_kl weighs by its own loss's ratio)"
-        )
-    if level == "sequence" and cfg.gspo_gradient != "row":
-        raise ValueError(
-            f"CreditConfig.kl_loss_ratio_weighted: profile {cfg.profile!r}'s GSPO carries the sequence ratio on each "
-            f"token's own log-prob (gspo_gradient='own_token'), and its trainer has no ratio-weighted KL; TRL's "
-            f"(profile 'trl', gspo_gradient='row') weighs the KL by the row's sequence ratio"
-        )
-    return level
+    differentiated through the row). Raises where no trainer defines it (``kl_ratio_refusal``)."""
+    if (why := kl_ratio_refusal(cfg)) is not None:
+        raise ValueError(f"CreditConfig.kl_loss_ratio_weighted: {why}")
+    return get_policy_loss(cfg.policy_loss).kl_ratio
 
 
-def _kl_loss_gradient(log_prob, old_log_prob, ref_log_prob, mask, cfg, weights) -> torch.Tensor:
+def _kl_loss_gradient(log_prob, old_log_prob, ref_log_prob, mask, cfg, level, weights) -> torch.Tensor:
     """∂/∂log π of the KL term KL(π_θ‖π_ref) per token [B, T] (``kl_loss_type``, clamped per ``kl_clamp``), times
-    the ratio under ``kl_loss_ratio_weighted`` (``kl_ratio_level``). With ``weights`` [B, T] (the sequence ratio:
+    the ratio ``level`` names (``kl_ratio_level``; None: not weighted). With ``weights`` [B, T] (the sequence ratio:
     the row's tokens are coupled through s_i), the gradient of Σ_t weights_t·KL_t·s_i, aggregated."""
     with torch.enable_grad():
         lp = log_prob.detach().requires_grad_(True)
         kl = kl_penalty(lp, ref_log_prob, cfg.kl_loss_type, clamp=cfg.kl_clamp)
-        if cfg.kl_loss_ratio_weighted:
-            if kl_ratio_level(cfg) == "sequence":  # TRL: coef_1 = exp(Σ_t m·log ρ / max(n, 1)), (B, 1)
-                n = mask.sum(-1, keepdim=True).clamp(min=1.0)
-                kl = kl * torch.exp(((lp - old_log_prob) * mask).sum(-1, keepdim=True) / n)
-            else:
-                kl = kl * torch.exp(lp - old_log_prob)
+        if level == "sequence":  # TRL: coef_1 = exp(Σ_t m·log ρ / max(n, 1)), (B, 1)
+            n = mask.sum(-1, keepdim=True).clamp(min=1.0)
+            kl = kl * torch.exp(((lp - old_log_prob) * mask).sum(-1, keepdim=True) / n)
+        elif level == "token":
+            kl = kl * torch.exp(lp - old_log_prob)
         total = kl.sum() if weights is None else (kl * weights).sum()
         (dkl,) = torch.autograd.grad(total, lp)
     return dkl

@@ -13,6 +13,7 @@ name raises ``ValueError``.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,6 +103,11 @@ class PolicyLoss:
     def code(self) -> str:
         return f"{self.fn.__module__}.{self.fn.__name__}"
 
+    @property
+    def summary(self) -> str:
+        """What it computes: its function's docstring, first paragraph (the sidebar's help, the Learn page)."""
+        return inspect.getdoc(self.fn).split("\n\n")[0]
+
     def is_unit_at_ratio_one(self, cfg) -> bool:
         unit = self.unit_at_ratio_one
         return unit(cfg) if callable(unit) else unit
@@ -180,11 +186,6 @@ def _clip_bounds(cfg) -> tuple[float, float, float]:
     trainer whose loss has no dual clip, ``dual_clip_form="none"``)."""
     dual = cfg.clip_ratio_c is not None and cfg.dual_clip_form != "none"
     return cfg.clip_ratio_low, cfg.clip_ratio_high, cfg.clip_ratio_c if dual else math.inf
-
-
-def _cut(ratio, active, A) -> PolicyGradient:
-    """g = −A·ρ where ``active``, 0 elsewhere; cut where inactive and A ≠ 0."""
-    return PolicyGradient(ratio, ~active & (A != 0), torch.where(active, -A * ratio, 0.0))
 
 
 def _shared(ratio, share, A) -> PolicyGradient:
@@ -428,7 +429,7 @@ def _trust_region_loss(name: str) -> LossFn:
             c = cfg.clip_ratio_c if cfg.clip_ratio_c is not None else math.inf
             A = inp.advantages
             return PolicyGradient(ratio, ~trusted & (A != 0), torch.where(trusted, -A * ratio.clamp(max=c), 0.0))
-        return _cut(ratio, trusted & inside, inp.advantages)
+        return _shared(ratio, (trusted & inside).to(ratio.dtype), inp.advantages)
 
     loss.__name__ = f"{name}_loss"
     loss.__qualname__ = loss.__name__

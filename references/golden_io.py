@@ -5,8 +5,10 @@ write-or-``--check`` step that makes a rerun reproduce the committed files byte 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,3 +76,26 @@ def write_or_check(outputs: dict[str, str], out_dir: Path, check: bool) -> int:
             path.write_text(text)
             print(f"wrote {path} ({len(json.loads(text)['cases'])} cases)")
     return status
+
+
+def verify_checkout(src: Path, files: dict[str, str], repo: str, commit: str) -> None:
+    """Refuse a source checkout ``src`` whose pinned ``files`` ({relative path: sha256}) are missing or differ (the
+    harness must run exactly the pinned code); note on stderr when its git HEAD is not ``commit`` (the files are what
+    counts: they are the same in a tarball of the commit)."""
+    bad = []
+    for rel, want in files.items():
+        path = src / rel
+        if not path.is_file():
+            bad.append(f"{rel}: missing")
+        elif (got := hashlib.sha256(path.read_bytes()).hexdigest()) != want:
+            bad.append(f"{rel}: sha256 {got} != pinned {want}")
+    if bad:
+        raise SystemExit(f"{src} is not {repo} at {commit}:\n  " + "\n  ".join(bad))
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        head = "not a git checkout"
+    if head != commit:
+        print(f"note: {src} HEAD is {head}, not {commit}; its pinned files match", file=sys.stderr)

@@ -507,7 +507,7 @@ with tab_c:
         "(`engine/policy_losses.py`); the sidebar's choice is open."
     )
     chosen = ctx.config.policy_loss
-    for loss in teach.policy_loss_code():
+    for loss, source in teach.policy_loss_code():
         mark = " · the sidebar's choice" if loss.name == chosen else ""
         with st.expander(f"`{loss.name}` · {loss.label}{mark}", expanded=loss.name == chosen):
             st.latex(loss.formula)
@@ -515,4 +515,4 @@ with tab_c:
             reads = ", ".join(f"`{f}`" for f in loss.reads) or "nothing beyond the advantage"
             checked = ", ".join(f"`{f}`" for f in loss.checked_by)
             st.caption(f"Reproduces {loss.reference}. Reads {reads}. Checked against {checked}.")
-            st.code(loss.source, language="python")
+            st.code(source, language="python")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from engine.policy import check_threshold
+from engine.policy import check_threshold, kl_ratio_refusal
 from engine.profiles import PROFILES
 
 if TYPE_CHECKING:
@@ -77,17 +77,6 @@ def _only_skyrl(cfg: CreditConfig) -> str:
     )
 
 
-def _kl_ratio_refused(cfg: CreditConfig) -> str | None:
-    """Why no trainer weighs a KL term by ``cfg``'s loss's ratio (``engine.policy.kl_ratio_level``), or None."""
-    from engine.policy import kl_ratio_level
-
-    try:
-        kl_ratio_level(cfg)
-    except ValueError as e:
-        return str(e).removeprefix("CreditConfig.kl_loss_ratio_weighted: ")
-    return None
-
-
 REFUSALS: tuple[Refusal, ...] = (
     # ---- what the profile's trainer lacks (engine.profiles.CAPABILITIES)
     Refusal(
@@ -130,8 +119,8 @@ REFUSALS: tuple[Refusal, ...] = (
         "kl_loss_ratio_weighted",
         "`kl_loss_ratio_weighted` with a loss whose ratio no trainer weighs a KL by: `geo_mean`, GSPO with "
         "`gspo_gradient='own_token'`",
-        lambda cfg: cfg.kl_loss_ratio_weighted and _kl_ratio_refused(cfg) is not None,
-        lambda cfg: _kl_ratio_refused(cfg),
+        lambda cfg: cfg.kl_loss_ratio_weighted and kl_ratio_refusal(cfg) is not None,
+        kl_ratio_refusal,
     ),
     Refusal(
         "stepwise_mode",

@@ -26,6 +26,7 @@ from engine.config import rules
 from engine.config.fields import FRACTION, NON_NEGATIVE, POSITIVE, UNIT, Rule, convention, option, rules_of
 from engine.kl import KL_NAMES
 from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
+from engine.policy_losses import list_policy_losses
 from engine.profiles import CAPABILITIES, PROFILES, Profile
 
 # KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
@@ -372,14 +373,10 @@ class CreditConfig:
     # -- policy loss
     policy_loss: str = option(
         "vanilla",
-        "The policy loss the advantage enters (verl actor.policy_loss.loss_mode): vanilla (PPO clip, clip-higher, "
-        "dual clip), gspo (sequence ratio), cispo (clipped IS weight, no token loses its gradient), sapo (soft "
-        "gate), geo_mean (GMPO), gpg (no ratio); dppo_tv / dppo_kl (DPPO: −A·ρ unless the sampled token's "
-        "probability moved out of the trust region, ε_low / ε_high its bounds on Δp = π_θ − π_old or the binary "
-        "KL; prime-rl's default loss, SkyRL dppo), ipo (prime-rl: dropped where |Δp| > ε_high, either sign), "
-        "masked_is (SkyRL rollout_is: ρ a detached weight, 0 outside (1 − ε_low, 1 + ε_high)), vespo (TRL: "
-        "−φ(w)·A with the row's gamma weight, vespo_params); kl_cov (KL-Cov: −A·ρ plus ppo_kl_coef·|log ρ| on the "
-        "kl_cov_ratio share of the batch's tokens with the largest covariance of A and log π).",
+        "The policy loss the advantage enters (verl actor.policy_loss.loss_mode), one of the registered losses "
+        "(engine.policy_losses: each with its formula, the fields it reads and the trainer code it reproduces): "
+        + "; ".join(f"{loss.name}: {loss.label}" for loss in list_policy_losses())
+        + ".",
         choices=POLICY_LOSSES,
         label="policy loss",
     )

@@ -35,10 +35,8 @@ log-ratios exactly +-10, +-10.5, +-20 and +-20.5).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
-import subprocess
 import sys
 import types
 from contextlib import contextmanager
@@ -161,28 +159,9 @@ NOTES = {
 }
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _verify_checkout(src: Path, source: Source) -> None:
-    bad = []
-    for rel, want in {**source.executed, **source.read}.items():
-        path = src / rel
-        if not path.is_file():
-            bad.append(f"{rel}: missing")
-        elif _sha256(path) != want:
-            bad.append(f"{rel}: sha256 {_sha256(path)} != pinned {want}")
-    if bad:
-        raise SystemExit(f"{src} is not {source.repo} at {source.commit}:\n  " + "\n  ".join(bad))
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        head = "not a git checkout"
-    if head != source.commit:
-        print(f"note: {src} HEAD is {head}, not {source.commit}; its pinned files match", file=sys.stderr)
+    """The checkout's executed (and read) files are the pinned ones (``golden_io.verify_checkout``)."""
+    golden_io.verify_checkout(src, {**source.executed, **source.read}, source.repo, source.commit)
 
 
 def _load(src: Path, source: Source):

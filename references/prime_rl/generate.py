@@ -31,9 +31,7 @@ values recorded in each case's inputs.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -147,30 +145,9 @@ NOTES = {
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _verify_checkout(src: Path) -> None:
-    """Refuse a checkout whose executed (or read) files differ from the pinned ones; warn when its git HEAD is
-    not the pinned commit (the files are what counts: they are the same in a tarball of the commit)."""
-    bad = []
-    for rel, want in {**PINNED_FILES, CONFIG_FILE: CONFIG_SHA256}.items():
-        path = src / rel
-        if not path.is_file():
-            bad.append(f"{rel}: missing")
-        elif _sha256(path) != want:
-            bad.append(f"{rel}: sha256 {_sha256(path)} != pinned {want}")
-    if bad:
-        raise SystemExit(f"{src} is not prime-rl at {PRIME_RL_COMMIT}:\n  " + "\n  ".join(bad))
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        head = "not a git checkout"
-    if head != PRIME_RL_COMMIT:
-        print(f"note: {src} HEAD is {head}, not {PRIME_RL_COMMIT}; its pinned files match", file=sys.stderr)
+    """The checkout's executed (and read) files are the pinned ones (``golden_io.verify_checkout``)."""
+    golden_io.verify_checkout(src, {**PINNED_FILES, CONFIG_FILE: CONFIG_SHA256}, "prime-rl", PRIME_RL_COMMIT)
 
 
 def _placeholder(name: str) -> type:
