@@ -21,7 +21,7 @@ from engine.io.adapters import ADAPTERS, slime_rollout, summary_reason
 from engine.io.reading.context import LoadContext
 from engine.io.reading.problems import ProblemLog
 from engine.io.reading.records import iter_json_records
-from engine.io.reading.yaml_records import iter_yaml_records, looks_like_yaml_list
+from engine.io.reading.yaml_records import looks_like_yaml_list, peek_yaml_records
 
 SNIFF_RECORDS = 5
 PICKLE_PROTO, PICKLE_VERSIONS = b"\x80", {bytes([v]) for v in range(2, 6)}  # pickle's PROTO opcode, protocols 2-5
@@ -62,8 +62,10 @@ def detect_format(path: str | Path, max_bytes: int | None = None) -> str:
     if max_bytes:
         ctx.max_bytes = max_bytes
     is_yaml = looks_like_yaml_list(str(path))
-    reader = iter_yaml_records if is_yaml else iter_json_records
-    records = [rec for _, _, rec in itertools.islice(reader(str(path), ctx), SNIFF_RECORDS)]
+    if is_yaml:  # only the first items' outline: the adapter composes the whole document once, when it reads it
+        records = peek_yaml_records(str(path), ctx, SNIFF_RECORDS)
+    else:
+        records = [rec for _, _, rec in itertools.islice(iter_json_records(str(path), ctx), SNIFF_RECORDS)]
     why = summary_reason(records[0]) if len(records) == 1 else None
     if why:
         raise NotRollouts(f"skipped: summary, not rollouts ({why})")

@@ -1,8 +1,19 @@
-"""YAML documents that hold a list of records (OpenPipe ART's trajectory logs), read with ``yaml.safe_load`` only.
+"""YAML documents that hold a list of records (OpenPipe ART's trajectory logs), read with PyYAML's safe constructor.
 
-A YAML file is one document, parsed whole, so it is refused (as a problem) above ``ctx.max_bytes``. Detection
-treats a file as YAML when its first non-blank line starts a block sequence (``- ``), which is how
-``yaml.dump`` writes a list and which no JSON or JSONL file does.
+A YAML file is one document, so it is refused (as a problem) above ``ctx.max_bytes``. Detection treats a file as
+YAML when its first non-blank line starts a block sequence (``- ``), which is how ``yaml.dump`` writes a list and
+which no JSON or JSONL file does.
+
+The document is composed item by item (libyaml's C parser when PyYAML has it, else PyYAML's own) and each item is
+constructed before the next is composed. ``yaml.safe_load`` stops code, not expansion: an alias (``*a``) repeats
+the node its anchor (``&a``) names, so ten levels of nine aliases name a billion nodes, and one 1 MB text repeated
+20,000 times is 20 GB once a reader walks it. Aliases are legitimate (``yaml.dump`` anchors any object it meets
+twice, as ART's logs do for a system message shared by the trajectories of a group), so they are counted, not
+refused: while composing, every node counts one and its text its length, an alias the expanded size of the node
+it names (``YAML_NODES``, ``YAML_TEXT``); past either budget the rest of the document is refused before anything
+more is built, with a problem that names the line. A recursive alias (a node that contains itself) is refused:
+it has no JSON form. Tags that build what JSON has no form for (``!!binary`` bytes, ``!!set``, ``!!omap``,
+``!!pairs``) or that name a Python type refuse their item, with a problem naming the item and the field.
 """
 
 from __future__ import annotations
@@ -11,11 +22,179 @@ import os
 from collections.abc import Iterator
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+    StreamEndEvent,
+)
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
 
+from engine.io.reading.budgets import declare
 from engine.io.reading.context import LoadContext
 from engine.io.reading.records import BOM
 
 PEEK_BYTES = 4096
+# A YAML document may be 16 MiB (max_bytes); written out without aliases it holds at most ~8 M nodes (two bytes
+# a node in flow style, ``[a,a,...]``); a real ART step (64 groups x 8 trajectories x 40 messages of ~15 nodes)
+# holds ~300,000. A million-entry ``logs`` list composes and constructs in ~3.5 s.
+YAML_NODES = declare(
+    "yaml_nodes",
+    "CREDITLENS_MAX_YAML_NODES",
+    10_000_000,
+    "nodes",
+    "YAML document",
+    "a YAML alias repeats the node its anchor names: ten levels of nine aliases name a billion nodes; an alias "
+    "counts as the node it expands to",
+)
+# Four times the largest document (max_bytes, 16 MiB), all of it text: a system prompt shared by every trajectory
+# of a step expands a few MB at most; one 1 MB choice repeated 20,000 times (20 GB once rendered) is refused.
+YAML_TEXT = declare(
+    "yaml_text",
+    "CREDITLENS_MAX_YAML_TEXT",
+    64 << 20,
+    "characters of text",
+    "YAML document",
+    "one large text anchored once and aliased thousands of times is gigabytes once rendered; an alias counts as "
+    "the text it expands to",
+)
+# Tags the safe constructor turns into what JSON has no form for (bytes, a set, a list of pairs).
+NON_JSON_TAGS = {f"tag:yaml.org,2002:{t}": f"!!{t}" for t in ("binary", "set", "omap", "pairs")}
+SNIFF_DEPTH = 3  # detection composes an item's collections to this depth (item, trajectories, trajectories[0])
+
+try:  # libyaml's parser: ~25 times faster than PyYAML's own on a large log
+    from yaml._yaml import CParser as _Parser
+
+    _PYTHON_PARSER: tuple = ()
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser as _Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    _PYTHON_PARSER = (Reader, Scanner)
+
+
+class OverBudget(Exception):
+    """The document's expanded size passed a budget (``reason``) at 0-based ``line``."""
+
+    def __init__(self, reason: str, line: int | None):
+        super().__init__(reason)
+        self.reason, self.line = reason, line
+
+
+class RefusedTag(Exception):
+    """A node whose tag builds what JSON cannot hold."""
+
+    def __init__(self, node: Node, reason: str):
+        super().__init__(reason)
+        self.node, self.reason = node, reason
+
+
+class BudgetComposer(Composer):
+    """PyYAML's composer with the expanded size of what it composed counted (``nodes``, ``text``) and held to the
+    budgets as it goes; with ``depth``, collections deeper than it are read past and stand as empty ones."""
+
+    def __init__(self, depth: int | None = None):
+        Composer.__init__(self)
+        self.nodes = self.text = 0
+        self.max_nodes, self.max_text = YAML_NODES.value(), YAML_TEXT.value()
+        self.sizes: dict[int, tuple[int, int]] = {}  # id(anchored node) -> its expanded (nodes, text)
+        self.depth, self.max_depth = 0, depth
+
+    def count(self, nodes: int, text: int, event) -> None:
+        self.nodes += nodes
+        self.text += text
+        line = event.start_mark.line if event.start_mark is not None else None
+        if self.nodes > self.max_nodes:
+            raise OverBudget(YAML_NODES.over(self.nodes, "the YAML document, aliases expanded,"), line)
+        if self.text > self.max_text:
+            raise OverBudget(YAML_TEXT.over(self.text, "the YAML document, aliases expanded,"), line)
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, AliasEvent):
+            node = self.anchors.get(event.anchor)
+            if node is not None:
+                size = self.sizes.get(id(node))
+                if size is None:  # its anchor is still being composed: the node would contain itself
+                    raise OverBudget(f"recursive YAML alias *{event.anchor} (a node that contains itself)", None)
+                self.count(*size, event)
+            return Composer.compose_node(self, parent, index)
+        if self.max_depth is not None and self.depth >= self.max_depth and not isinstance(event, ScalarEvent):
+            return self.skip(event)
+        nodes, text = self.nodes, self.text
+        self.depth += 1
+        node = Composer.compose_node(self, parent, index)
+        self.depth -= 1
+        if event.anchor is not None:
+            self.sizes[id(node)] = (self.nodes - nodes, self.text - text)
+        return node
+
+    def compose_scalar_node(self, anchor):
+        event = self.peek_event()
+        self.count(1, len(event.value), event)
+        return Composer.compose_scalar_node(self, anchor)
+
+    def compose_sequence_node(self, anchor):
+        self.count(1, 0, self.peek_event())
+        return Composer.compose_sequence_node(self, anchor)
+
+    def compose_mapping_node(self, anchor):
+        self.count(1, 0, self.peek_event())
+        return Composer.compose_mapping_node(self, anchor)
+
+    def skip(self, start) -> Node:
+        """Read past the collection that starts with event ``start``; an empty one of its kind stands for it (its
+        anchors, and those inside it, name that stand-in)."""
+        kind = SequenceNode if isinstance(start, SequenceStartEvent) else MappingNode
+        tag = start.tag if start.tag not in (None, "!") else self.resolve(kind, None, start.implicit)
+        node = kind(tag, [], start.start_mark, start.end_mark)
+        level = 0
+        while True:
+            event = self.get_event()
+            if getattr(event, "anchor", None) is not None and not isinstance(event, AliasEvent):
+                self.anchors[event.anchor] = node
+                self.sizes[id(node)] = (1, 0)
+            if isinstance(event, (SequenceStartEvent, MappingStartEvent)):
+                level += 1
+            elif isinstance(event, (SequenceEndEvent, MappingEndEvent)):
+                level -= 1
+            if level == 0:
+                return node
+
+
+def _refuse_tag(loader, node):
+    raise RefusedTag(node, f"a YAML {NON_JSON_TAGS[node.tag]} value, which JSON has no form for")
+
+
+class BudgetLoader(_Parser, *_PYTHON_PARSER, BudgetComposer, SafeConstructor, Resolver):
+    """Parser (libyaml's when present), ``BudgetComposer``, PyYAML's safe constructor (``NON_JSON_TAGS`` refused)."""
+
+    def __init__(self, stream: bytes, depth: int | None = None):
+        if _PYTHON_PARSER:  # pragma: no cover
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+        _Parser.__init__(self, stream)
+        BudgetComposer.__init__(self, depth)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
+
+    def construct_item(self, node: Node) -> object:
+        """The Python value of top-level item ``node``; the constructor's state is reset if it raises."""
+        try:
+            return self.construct_object(node, deep=True)
+        finally:
+            self.state_generators, self.recursive_objects = [], {}
+
+
+for _tag in NON_JSON_TAGS:
+    BudgetLoader.add_constructor(_tag, _refuse_tag)
 
 
 def looks_like_yaml_list(path: str) -> bool:
@@ -28,26 +207,91 @@ def looks_like_yaml_list(path: str) -> bool:
     return first.startswith(b"- ") or first.rstrip() == b"-"
 
 
-def iter_yaml_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None, str, object]]:
-    """Yield ``(None, "[i].", item)`` for each item of the YAML list in ``path``; problems for what cannot be read."""
+def field_path(root: Node, target: Node) -> str | None:
+    """Where ``target`` sits under ``root`` (``trajectories[0].metadata.blob``), the first way found."""
+    stack: list[tuple[Node, str]] = [(root, "")]
+    seen: set[int] = set()
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path.lstrip(".") or None
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, SequenceNode):
+            stack.extend((child, f"{path}[{k}]") for k, child in enumerate(node.value))
+        elif isinstance(node, MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, ScalarNode) else "?"
+                stack.extend(((value, f"{path}.{name}"), (key, f"{path}.{name}")))
+    return None
+
+
+def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterator[tuple[int | None, str, object]]:
+    loader.get_event()  # stream start
+    if loader.check_event(StreamEndEvent):
+        ctx.problem(None, None, "expected a YAML list of records, got an empty document")
+        return
+    loader.get_event()  # document start
+    if not loader.check_event(SequenceStartEvent):
+        doc = loader.construct_item(loader.compose_node(None, None))
+        ctx.problem(None, None, f"expected a YAML list of records, got {type(doc).__name__}")
+        return
+    loader.count(1, 0, loader.get_event())
+    i = 0
+    while not loader.check_event(SequenceEndEvent):
+        if first is not None and i >= first:
+            return
+        node = loader.compose_node(None, i)
+        try:
+            item = loader.construct_item(node)
+        except RefusedTag as err:
+            where = field_path(node, err.node)
+            field = f"[{i}].{where}" if where else f"[{i}]"
+            ctx.problem(err.node.start_mark.line + 1, field, f"{err.reason}; item skipped")
+        except yaml.constructor.ConstructorError as err:
+            line = err.problem_mark.line + 1 if err.problem_mark else None
+            ctx.problem(line, f"[{i}]", f"cannot read this item: {err.problem}; item skipped")
+        else:
+            yield None, f"[{i}].", item
+        i += 1
+    loader.get_event()  # sequence end
+    loader.get_event()  # document end
+    if not loader.check_event(StreamEndEvent):
+        event = loader.get_event()
+        ctx.problem(event.start_mark.line + 1, None, "a second YAML document after the list: not read")
+
+
+def iter_yaml_records(
+    path: str, ctx: LoadContext, first: int | None = None, depth: int | None = None
+) -> Iterator[tuple[int | None, str, object]]:
+    """Yield ``(None, "[i].", item)`` for each item of the YAML list in ``path``; problems for what cannot be read.
+    ``first``: stop after that many items; ``depth``: collections nested deeper stand as empty ones (detection
+    reads the first items' outline this way, not the whole document)."""
     size = os.path.getsize(path)
     if size > ctx.max_bytes:
         ctx.problem(None, None, f"YAML document of {size:,} bytes is over the {ctx.max_bytes:,}-byte limit (max_bytes)")
         return
     with open(path, "rb") as f:
         raw = f.read()
+    loader = BudgetLoader(raw, depth)
     try:
-        doc = yaml.safe_load(raw)
+        yield from _items(loader, ctx, first)
+    except OverBudget as err:
+        line = err.line + 1 if err.line is not None else None
+        ctx.problem(line, None, f"{err.reason}; the rest of the file is not read")
+    except RefusedTag as err:  # the document itself is not a list
+        ctx.problem(err.node.start_mark.line + 1, None, err.reason)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         ctx.problem(line, None, f"invalid YAML: {getattr(err, 'problem', None) or err}")
-        return
     except RecursionError:
         ctx.problem(None, None, "invalid YAML: nested too deeply")
-        return
-    if not isinstance(doc, list):
-        ctx.problem(None, None, f"expected a YAML list of records, got {type(doc).__name__}")
-        return
-    for i, item in enumerate(doc):
-        yield None, f"[{i}].", item
+    finally:
+        loader.dispose()
+
+
+def peek_yaml_records(path: str, ctx: LoadContext, count: int) -> list[object]:
+    """The outline of the first ``count`` items (collections below ``SNIFF_DEPTH`` empty): what detection sniffs."""
+    return [rec for _, _, rec in iter_yaml_records(path, ctx, first=count, depth=SNIFF_DEPTH)]
