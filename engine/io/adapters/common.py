@@ -64,14 +64,15 @@ def load_weights_only(path: Path, before: str, after: str) -> object:
     """``torch.load(path, weights_only=True)``: tensors, containers, strings and numbers only, never code. A file
     holding anything else raises ``ValueError("{path}: {before} ({the class torch refused}){after}")``; so does
     one whose zip members declare more than the load ceiling (``engine.io.reading.limits.check_zip``, before
-    reading)."""
+    reading) or whose pickle runs more opcodes than ``PICKLE_ITEMS`` (``check_pickle``)."""
     import re
 
     import torch
 
-    from engine.io.reading.limits import check_zip
+    from engine.io.reading.limits import check_pickle, check_zip
 
     check_zip(path)
+    check_pickle(path)  # how many items unpickling would build, counted first
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError/RuntimeError/... variants; one message

@@ -87,9 +87,10 @@ def load_dump(path: Path) -> dict:
 
 
 def _list(value: object, field: str, ctx: LoadContext) -> object:
-    """A tensor as a numpy array (a 0-d one as its number): bf16/fp16 as float32, a sparse one made dense if
-    the file's dense bytes stay under the load ceiling; ``RecordError`` for token ids in half precision (bf16
-    is exact only up to 256, fp16 up to 2,048). Anything else unchanged."""
+    """A tensor as a numpy array (a 0-d one as its number): bf16/fp16 as float32, a sparse one or a strided view
+    made dense if the file's tensors' dense bytes stay under the load ceiling (counted before any is made);
+    ``RecordError`` for token ids in half precision (bf16 is exact only up to 256, fp16 up to 2,048). Anything
+    else unchanged."""
     try:
         import torch
     except ImportError:  # pragma: no cover

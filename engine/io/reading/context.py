@@ -64,7 +64,7 @@ class LoadContext:
     log: ProblemLog
     progress: ProgressFn = no_progress
     max_bytes: int = DEFAULT_MAX_RECORD_BYTES
-    dense_bytes: int = 0  # bytes this file's tensors took when made dense / float32 (held against limits.decoded_limit)
+    dense_bytes: int = 0  # this file's tensors' bytes made dense / float32 so far (held against limits.decoded_limit)
     tokenizer: str | None = None
     response_length: int | None = None
     run_name: str | None = None

@@ -4,8 +4,9 @@ A few MB of deflated zeros can declare gigabytes. Every binary reader calls thes
 directory of a ``.npz`` or ``torch.save`` archive: each member's uncompressed size and their sum), ``check_npz`` (also
 each ``.npy`` member's header: shape x dtype, which numpy allocates before reading, so a tiny member can declare
 32 GiB), ``check_parquet`` (each row group's uncompressed size and what its values decode to, from the footer),
-``check_values`` (how many values, i.e. tokens, a tensor or column declares) and ``check_dense`` (a sparse tensor about
-to be made dense). The ceiling is ``engine.io.reading.context.max_load_bytes`` (``$CREDITLENS_MAX_LOAD_MB``, default
+``check_values`` (how many values, i.e. tokens, a tensor or column declares), ``check_dense`` (a tensor about to be
+made dense: a sparse one, a strided view) and ``check_pickle`` (how many items a ``torch.save`` pickle builds). The
+ceiling is ``engine.io.reading.context.max_load_bytes`` (``$CREDITLENS_MAX_LOAD_MB``, default
 4,096 MiB): decoded data may take half of it (``DECODE_FACTOR``), values ``TOKEN_BYTES`` each. Over it they raise
 ``ValueError`` naming the file, the member / row group / column / field, and the declared and allowed sizes; nothing has
 been decompressed by then.
@@ -17,6 +18,7 @@ import math
 import zipfile
 from pathlib import Path
 
+from engine.io.reading.budgets import declare
 from engine.io.reading.context import DECODE_FACTOR, MAX_LOAD_MB_ENV, TOKEN_BYTES, max_load_bytes, mib
 
 # Bytes per value an Arrow column holds for each Parquet physical type (BYTE_ARRAY: its 4-byte offset; the
@@ -36,6 +38,22 @@ _NPY_HEADER_MAX = 1 << 16  # numpy's own default cap on a .npy header is 10,000 
 # Python objects, up to ~32 times its size (a 1-byte EMPTY_LIST opcode plus a 1-byte APPEND is a 64-byte
 # list; a token id as BININT2, 3 bytes, is a 36-byte int), so it may be at most 1/32 of the ceiling.
 PICKLE_FACTOR = 32
+
+
+# torch.load(weights_only=True) unpickles in pure Python, one opcode at a time: ~2 us an item at worst (an empty
+# list, one byte: 16 MB of them took 30 s on a busy 2-core machine), ~0.5 us a token id. slime's dump holds
+# tokens, loss mask and log-probs as Python lists, ~2 items a token (tests/writers/slime.py: 64 samples of 8,192
+# tokens pickle to 7 MB, 1.06 M items); a large rollout (256 samples x 8.7k tokens, --rollout-max-response-len
+# 8192) is ~4.4 M items. 16 M leaves room for 3.6 times that.
+PICKLE_ITEMS = declare(
+    "pickle_items",
+    "CREDITLENS_MAX_PICKLE_ITEMS",
+    16_000_000,
+    "items (pickle opcodes)",
+    "torch.save pickle",
+    "torch.load(weights_only=True) unpickles in pure Python: 100 MB of empty lists, within the byte limits, takes "
+    "minutes; each opcode is counted before unpickling",
+)
 
 
 def ceiling(limit: int | None = None) -> int:
@@ -98,6 +116,86 @@ def check_zip(path: Path | str, limit: int | None = None) -> list[zipfile.ZipInf
     if total > allowed:
         raise _refuse(path, f"its {len(infos):,} members together", total, ceiling(limit), "declare")
     return infos
+
+
+_PAIR = -100  # GLOBAL / INST: two newline-terminated lines
+
+
+def _pickle_widths() -> list[int | None]:
+    """Per opcode byte: how its argument is laid out (``pickletools``' descriptors: a fixed width >= 0, a length
+    prefix, up to a newline, two lines); None for a byte that is no opcode."""
+    import pickletools
+
+    widths: list[int | None] = [None] * 256
+    for op in pickletools.opcodes:
+        arg = op.arg
+        n = 0 if arg is None else arg.n
+        if arg is not None and arg.name == "stringnl_noescape_pair":
+            n = _PAIR
+        widths[ord(op.code)] = n
+    return widths
+
+
+def pickle_items(data: bytes, limit: int) -> int:
+    """How many opcodes pickle ``data`` runs before its STOP (or a byte that is no opcode, which the unpickler
+    refuses), counting stops past ``limit``. Each opcode builds or moves at most one item, so this bounds what
+    unpickling makes and how long it takes; it reads lengths and skips payloads, never builds anything."""
+    import pickletools
+
+    widths, stop = _PICKLE_WIDTHS, ord(".")
+    one, four, four_u, eight = (
+        pickletools.TAKEN_FROM_ARGUMENT1,
+        pickletools.TAKEN_FROM_ARGUMENT4,
+        pickletools.TAKEN_FROM_ARGUMENT4U,
+        pickletools.TAKEN_FROM_ARGUMENT8U,
+    )
+    i, end, items = 0, len(data), 0
+    try:
+        while i < end and items <= limit:
+            op = data[i]
+            w = widths[op]
+            i += 1
+            items += 1
+            if w is None or op == stop:
+                break
+            if w >= 0:
+                i += w
+            elif w == one:
+                i += 1 + data[i]
+            elif w == four:
+                i += 4 + max(int.from_bytes(data[i : i + 4], "little", signed=True), 0)
+            elif w == four_u:
+                i += 4 + int.from_bytes(data[i : i + 4], "little")
+            elif w == eight:
+                i += 8 + int.from_bytes(data[i : i + 8], "little")
+            elif w == _PAIR:
+                i = data.index(b"\n", data.index(b"\n", i) + 1) + 1
+            else:  # up to a newline
+                i = data.index(b"\n", i) + 1
+    except (IndexError, ValueError):  # truncated: the unpickler refuses it
+        pass
+    return items
+
+
+_PICKLE_WIDTHS = _pickle_widths()
+
+
+def check_pickle(path: Path | str) -> None:
+    """``ValueError`` if the ``data.pkl`` of ``torch.save`` archive ``path`` runs more opcodes than
+    ``PICKLE_ITEMS`` allows; counted before it is unpickled (the archive's sizes were checked by ``check_zip``)."""
+    limit = PICKLE_ITEMS.value()
+    try:
+        with zipfile.ZipFile(path) as z:
+            name = next((n for n in z.namelist() if n.rsplit("/", 1)[-1] == "data.pkl"), None)
+            if name is None:
+                return
+            data = z.read(name)
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError, RuntimeError, NotImplementedError) as e:
+        raise ValueError(f"{path}: not a readable zip archive ({type(e).__name__}: {e})") from None
+    items = pickle_items(data, limit)
+    if items > limit:
+        reason = PICKLE_ITEMS.over(items, f"member {name!r}")  # counting stopped at limit + 1: say "more than"
+        raise ValueError(f"{path}: " + reason.replace(f"holds {items:,}", f"holds more than {limit:,}", 1))
 
 
 def npy_header(f, name: str, path: Path | str) -> tuple[tuple[int, ...], int, int]:
@@ -180,13 +278,13 @@ def check_parquet(pf, path: Path | str, limit: int | None = None) -> None:
         check_values(path, f"column {name!r}", count, limit)
 
 
-def check_dense(path: Path | str, name: str, shape, itemsize: int, allowed: int) -> int:
-    """Bytes of a sparse tensor ``name`` made dense; ``ValueError`` over ``allowed`` bytes (what is left of
-    what a load may decode; checked before ``to_dense``)."""
+def check_dense(path: Path | str, name: str, shape, itemsize: int, allowed: int, what: str = "a sparse tensor") -> int:
+    """Bytes of tensor ``name`` (``what``: a sparse one, a strided view) once made dense; ``ValueError`` over
+    ``allowed`` bytes (what is left of what a load may decode; checked before anything is made of it)."""
     dense = math.prod(int(n) for n in shape) * itemsize
     if dense > allowed:
         raise ValueError(
-            f"{path}: {name}: a sparse tensor of shape {tuple(int(n) for n in shape)} is {mib(dense)} "
+            f"{path}: {name}: {what} of shape {tuple(int(n) for n in shape)} is {mib(dense)} "
             f"({dense:,} bytes) dense, over the {mib(max(allowed, 0))} a load may still decode "
             f"({MAX_LOAD_MB_ENV}); refused before densifying"
         )
@@ -198,16 +296,23 @@ HALF_DTYPES = ("bfloat16", "float16")  # read as float32; ids stored this way ar
 
 def tensor_array(value, path: Path | str, name: str, allowed: int):
     """Torch tensor ``value`` as a numpy array (``verl_export.plain_tensor``: bf16/fp16 as float32, sparse made
-    dense) and the bytes that conversion allocated, held against ``allowed`` (what the load may still decode,
-    ``check_dense``) before it is made. ``ValueError`` naming ``path: name`` over it or when torch cannot convert."""
+    dense, a strided view copied out) and its dense bytes (elements x item size, 4 for bf16/fp16), held against
+    ``allowed`` (what the load may still decode, ``check_dense``) before anything is made of it: a tensor's
+    stored bytes say nothing of its dense size (``torch.tensor([1]).expand(2**28)`` stores 8 bytes and is 2 GiB
+    dense). ``ValueError`` naming ``path: name`` over it or when torch cannot convert."""
     import torch
 
     from engine.io.store.verl_export import plain_tensor
 
     dtype = str(value.dtype).removeprefix("torch.")
-    made = 0
-    if value.layout != torch.strided or dtype in HALF_DTYPES:  # to_dense / .float() allocate a new tensor
-        made = check_dense(path, name, value.shape, 4 if dtype in HALF_DTYPES else value.element_size(), allowed)
+    itemsize = 4 if dtype in HALF_DTYPES else value.element_size()
+    if value.layout != torch.strided:
+        what = "a sparse tensor"
+    elif value.is_contiguous():
+        what = "a tensor"
+    else:
+        what = f"a strided view ({value.untyped_storage().nbytes():,} bytes stored)"
+    made = check_dense(path, name, value.shape, itemsize, allowed, what)
     try:
         return plain_tensor(value).numpy(), made
     except (RuntimeError, TypeError, ValueError) as e:
