@@ -40,11 +40,11 @@ _NPY_HEADER_MAX = 1 << 16  # numpy's own default cap on a .npy header is 10,000 
 PICKLE_FACTOR = 32
 
 
-# torch.load(weights_only=True) unpickles in pure Python, one opcode at a time: ~2 us an item at worst (an empty
-# list, one byte: 16 MB of them took 30 s on a busy 2-core machine), ~0.5 us a token id. slime's dump holds
-# tokens, loss mask and log-probs as Python lists, ~2 items a token (tests/writers/slime.py: 64 samples of 8,192
-# tokens pickle to 7 MB, 1.06 M items); a large rollout (256 samples x 8.7k tokens, --rollout-max-response-len
-# 8192) is ~4.4 M items. 16 M leaves room for 3.6 times that.
+# torch.load(weights_only=True) unpickles in pure Python, one opcode at a time: ~2 us an item at worst (4 M empty
+# lists, one byte each, took 7.4 s on a busy 2-core machine), ~0.5 us a token id. slime's dump holds tokens, loss
+# mask and log-probs as Python lists: one item a prompt token, three a response token (tests/writers/slime.py;
+# 64 samples of 8,192 tokens pickle to 7 MB, 1.06 M items). A large rollout (256 samples, 8,192-token responses)
+# is ~6.5 M items; 16 M leaves 2.5 times that, and at worst ~30 s of unpickling.
 PICKLE_ITEMS = declare(
     "pickle_items",
     "CREDITLENS_MAX_PICKLE_ITEMS",
