@@ -5,7 +5,8 @@
 The file is one YAML list (``yaml.dump``), one item per ``TrajectoryGroup``: ``{"metadata", "trajectories":
 [{"reward", "metrics", "metadata", "messages_and_choices", "logs"}]}``. ``messages_and_choices`` mixes plain
 chat messages (``{"role", "content", ...}``) and OpenAI ``Choice`` dicts (``{"finish_reason", "index",
-"message": {...}}``, ``logprobs`` removed). Read with ``yaml.safe_load``. Text only, so:
+"message": {...}}``, ``logprobs`` removed). Read with PyYAML's safe constructor, aliases counted against budgets
+(``engine.io.reading.yaml_records``). Text only, so:
 
 * Prompt: the messages before the first Choice, rendered with the Qwen2.5 ChatML template. The trajectory's
   ``tools`` are not written, so the prompt has no tool schema.
