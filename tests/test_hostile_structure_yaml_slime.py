@@ -167,14 +167,16 @@ def test_tags_json_cannot_hold_refuse_their_item_naming_the_field(tmp_path):
     ]
 
 
-def test_a_python_tag_refuses_its_item_only(tmp_path):
+def test_a_python_tag_or_an_impossible_date_refuses_its_item_only(tmp_path):
     path = tmp_path / "0001.yaml"
-    path.write_text(art_log(group_meta="{t: !!python/tuple [1, 2]}") + art_log())
+    bad = art_log(group_meta="{t: !!python/tuple [1, 2]}") + art_log(group_meta="{d: 2024-13-45}")
+    path.write_text(bad + art_log())
     res = load_run(path, fmt="art_yaml")
-    assert len(res.run) == 1
-    [problem] = res.problems
-    assert problem.field == "[0]"
-    assert problem.reason.startswith("cannot read this item: could not determine a constructor")
+    assert len(res.run) == 1 and res.run.trajectories[0].id == "0001/group-2/traj-0"
+    assert [(p.line, p.field, p.reason.split(" for the tag")[0]) for p in res.problems] == [
+        (1, "[0]", "cannot read this item: could not determine a constructor"),
+        (10, "[1]", "cannot read this item: month must be in 1..12; item skipped"),
+    ]
 
 
 def test_the_art_writer_writes_aliases_and_they_load(tmp_path):

@@ -6,9 +6,9 @@ dumps. A bare pickle (``DataProto.save_to_disk``, ``pickle.dump``) is refused: l
 Anything else is read as JSON/JSONL and the first few parseable records are shown to each adapter's ``sniff`` in
 registry order (native, nemo_gym, rllm, kgr1_eval, kgr1_rollout_dump, verl_rollout, tagged_text, …), those marked
 ``specific`` (keys only one trainer's writer writes) first. A file whose first line starts a YAML list (``- ``) is
-read as YAML (OpenPipe ART's trajectory logs). A file whose only record is a summary a trainer writes beside its
-rollouts (rLLM's ``batch_summary.json``) raises ``NotRollouts``; a folder load reports it as "skipped: summary,
-not rollouts".
+read as YAML (OpenPipe ART's trajectory logs), of which detection reads only the first items' outline. A file
+whose only record is a summary a trainer writes beside its rollouts (rLLM's ``batch_summary.json``) raises
+``NotRollouts``; a folder load reports it as "skipped: summary, not rollouts".
 """
 
 from __future__ import annotations

@@ -252,6 +252,8 @@ def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterato
         except yaml.constructor.ConstructorError as err:
             line = err.problem_mark.line + 1 if err.problem_mark else None
             ctx.problem(line, f"[{i}]", f"cannot read this item: {err.problem}; item skipped")
+        except (ValueError, OverflowError) as err:  # a tagged or date-like scalar its type rejects: 2024-13-45
+            ctx.problem(node.start_mark.line + 1, f"[{i}]", f"cannot read this item: {err}; item skipped")
         else:
             yield None, f"[{i}].", item
         i += 1
