@@ -18,6 +18,7 @@ from engine import CreditConfig, compute_credit
 from engine.batch import TRACE_LENGTHS
 from engine.io import load_run
 from engine.io.adapters import verifiers_traces
+from engine.io.adapters.verifiers_graph import TraceGraph
 from engine.io.detect import detect_format
 from engine.io.reading.problems import RecordError
 from engine.lint import run_lints
@@ -148,18 +149,19 @@ def test_trace_lengths_follow_verifiers_properties():
         {"usage": {"prompt_tokens": 100, "completion_tokens": 100}},  # on no node: in no branch
     ]
     trace = {"nodes": nodes, "calls": calls}
-    checked = [verifiers_traces._node(n, k) for k, n in enumerate(nodes)]
-    got = verifiers_traces.trace_lengths(trace, checked, "traces[0]")
+    checked = [verifiers_traces._node(n, k, "traces[0]") for k, n in enumerate(nodes)]
+    graph = TraceGraph.of(nodes, "traces[0]")
+    got = verifiers_traces.trace_lengths(trace, graph, checked, "traces[0]")
     # branches [0, 1, 2] and [0, 1, 3]: out = (3 + 4) + 3; total = (10 + 4) + (5 + 2 + 3); turns = 3 sampled nodes
     assert got == {"num_output_tokens": 10, "num_total_tokens": 24, "num_turns": 3}
-    assert verifiers_traces.trace_lengths({"nodes": nodes}, checked, "t") == {
+    assert verifiers_traces.trace_lengths({"nodes": nodes}, graph, checked, "t") == {
         "num_output_tokens": 0,
         "num_total_tokens": 0,
         "num_turns": 3,
     }
     bad = {"nodes": nodes, "calls": [{"node": 1, "usage": {"prompt_tokens": -1, "completion_tokens": 1}}]}
     with pytest.raises(RecordError, match="token count"):
-        verifiers_traces.trace_lengths(bad, checked, "t")
+        verifiers_traces.trace_lengths(bad, graph, checked, "t")
 
 
 def test_lint_reports_the_std_normalised_default(written):

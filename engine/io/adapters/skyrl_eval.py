@@ -39,7 +39,7 @@ one trajectory per step.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -57,10 +57,8 @@ NAME = "skyrl_eval"
 KEYS = frozenset({"input_prompt", "output_response", "score", "stop_reason", "env_class"})
 METRICS_KEY = "eval/all/avg_score"
 STEP_FOLDER = re.compile(r"global_step_(\d+)_evals")  # dumped_evals/global_step_<N>_evals/<data_source>.jsonl
-# One or more non-assistant ChatML messages, then the generation prompt of the next assistant turn if any.
-OBSERVATION = re.compile(
-    r"(?:\n<\|im_start\|>(?!assistant\n)[^\n]*\n.*?<\|im_end\|>)+(?:\n<\|im_start\|>assistant\n)?", re.DOTALL
-)
+# The ChatML markers an observation is cut at (``observations``).
+HEADER, IM_END, GENERATION_PROMPT = "\n<|im_start|>", "<|im_end|>", "\n<|im_start|>assistant\n"
 HEADER_ROLE = re.compile(r"\n<\|im_start\|>([^\n]*)\n(.{0,16})", re.DOTALL)
 
 
@@ -74,14 +72,49 @@ def split_response(text: str) -> list[Segment]:
         return split_tagged(text) or [Segment(role="model", text="")]
     segs: list[Segment] = []
     pos = 0
-    for m in OBSERVATION.finditer(text):
-        if m.start() > pos:
-            segs.append(Segment(role="model", text=text[pos : m.start()]))
-        segs.append(Segment(role=_observation_role(m.group(0)), text=m.group(0)))
-        pos = m.end()
+    for start, end in observations(text):
+        if start > pos:
+            segs.append(Segment(role="model", text=text[pos:start]))
+        segs.append(Segment(role=_observation_role(text[start:end]), text=text[start:end]))
+        pos = end
     if pos < len(text):
         segs.append(Segment(role="model", text=text[pos:]))
     return segs
+
+
+def _closed_block(text: str, at: int) -> int:
+    """End of the non-assistant message (``\\n<|im_start|>role\\n...<|im_end|>``) that starts at ``at``: -1 if
+    none starts there, -2 if no role line or ``<|im_end|>`` follows (then no later header can close either)."""
+    if not text.startswith(HEADER, at) or text.startswith("assistant\n", at + len(HEADER)):
+        return -1
+    role_end = text.find("\n", at + len(HEADER))
+    close = text.find(IM_END, role_end + 1) if role_end >= 0 else -1
+    return -2 if close < 0 else close + len(IM_END)
+
+
+def observations(text: str) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each observation in a response: closed non-assistant messages in a row, each from the
+    newline before its header to its ``<|im_end|>`` (the first after its role line), then the assistant's
+    generation prompt if it follows.
+
+    Each search starts where the previous one ended and a failed one ends the scan, so the work is linear in
+    ``len(text)``; a regular expression for the same blocks searched for ``<|im_end|>`` from every unclosed header
+    (quadratic in 20,000 of them).
+    """
+    pos = 0
+    while (at := text.find(HEADER, pos)) >= 0:
+        end = _closed_block(text, at)
+        if end == -2:
+            return
+        if end == -1:  # the assistant's header: part of the model's text
+            pos = at + 1
+            continue
+        while (more := _closed_block(text, end)) >= 0:
+            end = more
+        if text.startswith(GENERATION_PROMPT, end):
+            end += len(GENERATION_PROMPT)
+        yield at, end
+        pos = end
 
 
 def _observation_role(block: str) -> str:

@@ -47,6 +47,11 @@ What CreditLens makes of it:
   (``STEP_MEMBER``) and leaves out, noted, its ``all`` (every episode as it arrived, before scoring: no advantages,
   errored and never-trained ones too, the trained ones again) and ``eval`` files, as they are not the step's
   training batch; opened on their own they load, noted once per file.
+* The message graph is checked and walked without recursion (``verifiers_graph``): a parent that is not another
+  node's index, a cycle, more branches than ``CREDITLENS_MAX_TRACE_BRANCHES`` (4,096), a branch of more nodes than
+  ``CREDITLENS_MAX_TRACE_PATH_NODES`` (20,000), or trained branches holding more tokens together than
+  ``CREDITLENS_MAX_TRACE_BRANCH_TOKENS`` (16 M) skip the episode with a problem naming the trace and node, before
+  any branch is built; branches are gathered from the nodes' shared token arrays, once each.
 * Skipped with a problem: an episode without traces, and traces prime-rl does not train (``ok`` false or
   ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too).
 """
@@ -55,10 +60,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from engine.io.adapters.verifiers_graph import TraceGraph
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
@@ -69,6 +76,8 @@ from engine.io.reading.records import iter_json_records
 NAME = "verifiers_traces"
 LENGTH_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
 CONTEXT_ROLES = {"tool": "tool", "user": "user", "system": "system"}
+ROLE_CODES = (None, "tool", "user", "system")  # NodeTokens.role: the CONTEXT_ROLES value of a token's node
+SPREAD_KEYS = ("logprobs", "reference_logprobs", "advantages")  # per-sampled-token node fields
 STEP_FOLDER = re.compile(r"step_(\d+)")  # rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl
 # The step's training batch inside its folder: a folder load of rollouts/ reads only these (train/all and eval are
 # noted and left out: they are not the batch the step trained on).
@@ -80,9 +89,10 @@ def sniff(rec: object) -> bool:
     return isinstance(rec, Mapping) and isinstance(rec.get("traces"), list) and isinstance(rec.get("task"), Mapping)
 
 
-def _node(raw: object, k: int) -> dict:
-    """One node's arrays, checked: ids [n], mask [n] bool, per-sampled-token lists of length sum(mask)."""
-    f = f"nodes[{k}]"
+def _node(raw: object, k: int, trace_field: str) -> dict:
+    """One node's arrays, checked: ids [n], mask [n] bool, per-sampled-token lists of length sum(mask); and each
+    per-sampled-token list spread onto the node's tokens (``_spread``), which every branch through it shares."""
+    f = f"{trace_field}.nodes[{k}]"
     if not isinstance(raw, Mapping):
         raise RecordError(f, f"expected an object, got {type_name(raw)}")
     ids = as_token_ids(raw.get("token_ids", []), f"{f}.token_ids")
@@ -102,52 +112,67 @@ def _node(raw: object, k: int) -> dict:
         if len(arr) != n_sampled:
             raise RecordError(f"{f}.{key}", f"{len(arr)} values for {n_sampled} sampled tokens")
         node[key] = arr
+    node["trainable"] = bool(n_sampled)
+    node["spread"] = {key: _spread(node, key) for key in SPREAD_KEYS}
     return node
 
 
-def _branches(nodes: list[dict]) -> list[list[int]]:
-    """Root-to-leaf paths, one per leaf in node order (verifiers ``graph.leaves`` / ``Trace.branches``)."""
-    has_child = {n["parent"] for n in nodes if n["parent"] is not None}
-    paths = []
-    for leaf in (i for i in range(len(nodes)) if i not in has_child):
-        path, nid, seen = [], leaf, set()
-        while nid is not None:
-            if not isinstance(nid, int) or not 0 <= nid < len(nodes) or nid in seen:
-                raise RecordError(
-                    f"nodes[{leaf}].parent", f"parent chain reaches {nid!r}: not a node index, or a cycle"
-                )
-            seen.add(nid)
-            path.append(nid)
-            nid = nodes[nid]["parent"]
-        paths.append(path[::-1])
-    return paths
-
-
-def _spread(node: dict, key: str, mask: np.ndarray) -> np.ndarray:
+def _spread(node: dict, key: str) -> np.ndarray:
     """A compact per-sampled-token field on the node's trained positions, 0 elsewhere. [n]."""
     out = np.zeros(len(node["ids"]), dtype=np.float32)
     if node[key] is not None:
         out[node["mask"]] = node[key]
-    return np.where(mask, out, 0.0).astype(np.float32)
+    return out
 
 
-def _segments(nodes: list[dict], path: list[int], trained: set[int]) -> tuple[np.ndarray, list[Segment], list]:
-    """(prompt ids, response segments, per-response-token logged advantages or None) of one branch."""
-    ids, mask, roles, lp, ref, adv = [], [], [], [], [], []
-    for nid in path:
-        node = nodes[nid]
-        shared = node["sampled"] and nid in trained  # trained in an earlier branch: context here
-        m = node["mask"] & (not shared)
-        ids.append(node["ids"])
-        mask.append(m)
-        roles += [CONTEXT_ROLES.get(node["role"])] * len(node["ids"])
-        lp.append(_spread(node, "logprobs", m))
-        ref.append(_spread(node, "reference_logprobs", m))
-        adv.append(_spread(node, "advantages", m))
-    ids, mask = np.concatenate(ids), np.concatenate(mask)
+@dataclass(frozen=True)
+class NodeTokens:
+    """Every node's tokens laid end to end in node order, which every branch reads from (a branch is a gather of
+    its nodes' ranges, not a copy of its prefix per node): ``start`` [N + 1] (node k's tokens are
+    ``start[k]:start[k + 1]``), ``ids`` / ``mask`` / ``role`` [T] (``ROLE_CODES``) and ``spread[key]`` [T]
+    (``_spread``); ``sampled`` [N]."""
+
+    start: np.ndarray
+    ids: np.ndarray
+    mask: np.ndarray
+    role: np.ndarray
+    spread: dict[str, np.ndarray]
+    sampled: np.ndarray
+
+    @classmethod
+    def of(cls, nodes: list[dict]) -> NodeTokens:
+        lens = np.array([len(n["ids"]) for n in nodes], dtype=np.int64)
+        codes = np.array([ROLE_CODES.index(CONTEXT_ROLES.get(n["role"])) for n in nodes], dtype=np.int8)
+        return cls(
+            start=np.concatenate([[0], np.cumsum(lens)]),
+            ids=np.concatenate([n["ids"] for n in nodes]),
+            mask=np.concatenate([n["mask"] for n in nodes]),
+            role=np.repeat(codes, lens),
+            spread={key: np.concatenate([n["spread"][key] for n in nodes]) for key in SPREAD_KEYS},
+            sampled=np.array([n["sampled"] for n in nodes], dtype=bool),
+        )
+
+    def gather(self, path: list[int], shared: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Token positions [n] of the nodes of ``path`` in order, and which of them belong to a ``shared`` [len(path)]
+        node."""
+        path_ = np.asarray(path, dtype=np.int64)
+        lens = self.start[path_ + 1] - self.start[path_]
+        before = np.cumsum(lens) - lens
+        where = np.arange(int(lens.sum())) + np.repeat(self.start[path_] - before, lens)
+        return where, np.repeat(shared, lens)
+
+
+def _segments(
+    tokens: NodeTokens, path: list[int], branch: int, trained_by: np.ndarray, has: dict[str, bool]
+) -> tuple[np.ndarray, list[Segment], list | None]:
+    """(prompt ids, response segments, per-response-token logged advantages or None) of kept branch ``branch``:
+    its ``path`` (the non-empty nodes, root first) gathered once; a sampled node trained by an earlier branch
+    (``trained_by``) is context here. ``has[key]``: some node of the whole path holds ``key``."""
+    on_path = trained_by[path]
+    where, shared = tokens.gather(path, tokens.sampled[path] & (on_path >= 0) & (on_path < branch))
+    ids, mask, roles = tokens.ids[where], tokens.mask[where] & ~shared, tokens.role[where]
     start = int(np.argmax(mask))
-    has = {k: any(nodes[n][k] is not None for n in path) for k in ("logprobs", "reference_logprobs", "advantages")}
-    lp, ref, adv = (np.concatenate(x)[start:] for x in (lp, ref, adv))
+    lp, ref, adv = (np.where(shared, np.float32(0), tokens.spread[key][where])[start:] for key in SPREAD_KEYS)
     segs, resp, rmask, roles = [], ids[start:], mask[start:], roles[start:]
     cuts = np.flatnonzero(rmask[1:] != rmask[:-1]) + 1
     for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(resp)]]), strict=True):
@@ -161,7 +186,8 @@ def _segments(nodes: list[dict], path: list[int], trained: set[int]) -> tuple[np
                 )
             )
         else:
-            role = next((r for r in roles[a:b] if r is not None), "system")
+            named = np.flatnonzero(roles[a:b])  # the first tool/user/system token's role; else template glue
+            role = ROLE_CODES[roles[a + named[0]]] if named.size else "system"
             segs.append(Segment(role=role, token_ids=resp[a:b]))
     return ids[:start], segs, (adv.tolist() if has["advantages"] else None)
 
@@ -211,21 +237,29 @@ def _call_usage(call: Mapping, f: str) -> tuple[int, int] | None:
     return completion, prompt + cached + completion
 
 
-def trace_lengths(trace: Mapping, nodes: list[dict], f: str) -> dict[str, int]:
+def trace_lengths(trace: Mapping, graph: TraceGraph, nodes: list[dict], f: str) -> dict[str, int]:
     """verifiers' ``Trace.num_output_tokens``, ``num_total_tokens`` and ``num_turns`` of one trace record (module
-    docstring); ``nodes`` are its checked nodes."""
+    docstring); ``graph`` and ``nodes`` are its checked graph and nodes. Each branch's sums are carried down the
+    graph (``TraceGraph.down``), not summed again along every path."""
     by_node: dict[int, tuple[int, int] | None] = {}
     for j, call in enumerate(trace.get("calls") or []):
         if not isinstance(call, Mapping):
             raise RecordError(f"{f}.calls[{j}]", f"expected an object, got {type_name(call)}")
         if call.get("node") is not None:  # Trace.branches: {c.node: c}, the last call of a node wins
             by_node[_count(call["node"], f"{f}.calls[{j}].node")] = _call_usage(call, f"{f}.calls[{j}]")
-    output = total = 0
-    for path in _branches(nodes):
-        usages = [u for n in path if (u := by_node.get(n)) is not None]
-        output += sum(completion for completion, _ in usages)
-        total += usages[-1][1] if usages else 0
-    return {"num_output_tokens": output, "num_total_tokens": total, "num_turns": sum(n["sampled"] for n in nodes)}
+    usage = [by_node.get(k) for k in range(len(nodes))]  # a call without usage counts nothing
+    output = graph.down([0 if u is None else u[0] for u in usage], int.__add__, 0)
+    last = graph.down([None if u is None else u[1] for u in usage], _later, None)
+    leaves = graph.leaves.tolist()
+    return {
+        "num_output_tokens": sum(output[leaf] for leaf in leaves),
+        "num_total_tokens": sum(last[leaf] or 0 for leaf in leaves),
+        "num_turns": sum(n["sampled"] for n in nodes),
+    }
+
+
+def _later(above: int | None, own: int | None) -> int | None:
+    return above if own is None else own
 
 
 def _group(ep: Mapping, ctx: LoadContext, line: int | None) -> str:
@@ -268,28 +302,30 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
 
 
 def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext) -> list[Trajectory]:
-    nodes = [_node(raw, k) for k, raw in enumerate(trace.get("nodes") or [])]
+    raw_nodes = trace.get("nodes") or []
+    if not isinstance(raw_nodes, list):
+        raise RecordError(f"{f}.nodes", f"expected a list of nodes, got {type_name(raw_nodes)}")
+    graph = TraceGraph.of(raw_nodes, f)  # parents, cycles and branch budgets, before any node's tokens are read
+    nodes = [_node(raw, k, f) for k, raw in enumerate(raw_nodes)]
     reward, scores, weights = _rewards(trace, f)
     tid = str(trace.get("id", f"{ep_id}/{f}"))
-    trained: set[int] = set()
-    paths = []
-    for path in _branches(nodes):  # prime-rl iter_trainable_branches: a shared sampled node trains once
-        if any(nodes[n]["mask"].any() and n not in trained for n in path):
-            paths.append((path, set(trained)))
-            trained |= {n for n in path if nodes[n]["sampled"] and nodes[n]["mask"].any()}
-    if not paths:
+    kept, trained_by = graph.trained_branches([n["sampled"] for n in nodes], [n["trainable"] for n in nodes])
+    if not kept:
         raise RecordError(f"{f}.nodes", "no sampled token in any branch: nothing the policy generated")
-    if len(paths) > 1:
+    graph.check_tokens([len(n["ids"]) for n in nodes], kept)
+    if len(kept) > 1:
         ctx.problem(
             line,
             f,
-            f"{len(paths)} branches loaded as {len(paths)} trajectories (one per prime-rl training sample); "
+            f"{len(kept)} branches loaded as {len(kept)} trajectories (one per prime-rl training sample); "
             "prime-rl's group baseline counts the trace once",
         )
-    lengths = trace_lengths(trace, nodes, f)
-    rows = []
-    for b, (path, before) in enumerate(paths):
-        prompt_ids, segs, adv = _segments(nodes, path, before)
+    has = {key: graph.down([n[key] is not None for n in nodes], bool.__or__, False) for key in SPREAD_KEYS}
+    lengths = trace_lengths(trace, graph, nodes, f)
+    rows, tokens, trained_by = [], NodeTokens.of(nodes), np.asarray(trained_by, dtype=np.int64)
+    paths = graph.paths(kept, [len(n["ids"]) > 0 for n in nodes])
+    for b, (leaf, path) in enumerate(zip(kept, paths, strict=True)):
+        prompt_ids, segs, adv = _segments(tokens, path, b, trained_by, {key: has[key][leaf] for key in SPREAD_KEYS})
         metadata: dict = {
             "truncated": is_truncated(trace),
             "episode_id": ep_id,
@@ -303,7 +339,7 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
             metadata["logged_advantages"] = adv
         rows.append(
             Trajectory(
-                id=tid if len(paths) == 1 else f"{tid}/branch-{b}",
+                id=tid if len(kept) == 1 else f"{tid}/branch-{b}",
                 group_id=group,
                 prompt=None,
                 segments=segs,

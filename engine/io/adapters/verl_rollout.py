@@ -52,7 +52,7 @@ from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id, as_step, mark_synthesized, prompt_group_id
 from engine.io.reading.problems import RecordError
 from engine.io.reading.records import iter_json_records, record_id
-from engine.io.text.tags import INFORMATION_BLOCK, split_tagged
+from engine.io.text.tags import split_tagged
 
 NAME = "verl_rollout"
 IM_START, END_OF_TURN = "<|im_start|>", "<|im_end|>"
@@ -93,7 +93,7 @@ def split_output(output: str) -> tuple[list[Segment], bool]:
     one is a model turn (whose final ``<|im_end|>`` is still to be decided). Model turns that the environment
     answered get their ``<|im_end|>`` here."""
     if CHAT_BLOCK.search(output) is None and "<information>" in output:
-        segs = split_tagged(output, INFORMATION_BLOCK)
+        segs = split_tagged(output)
         return segs, bool(segs) and segs[-1].role == "model"
     segs: list[Segment] = []
     pos = 0
