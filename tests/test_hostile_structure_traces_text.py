@@ -4,8 +4,9 @@ KG-R1 evaluator rows.
 A trace graph is walked without recursion and checked before its branches are built: a chain of 10,000 nodes
 loads, a root with 100,000 leaves is refused against its branch budget, a cycle or a bad parent is a problem
 naming the node; within the budgets the rows are what a naive per-branch loop gives. Text splitting is linear:
-1 MB of spaces, of unclosed ``<|im_start|>`` headers or of unclosed ``<information>`` tags splits and loads at
-about the per-byte cost of 1 KB of the same (these took minutes to hours when the splitting backtracked).
+1 MB of spaces, of unclosed ``<|im_start|>`` headers, of unclosed ``<information>`` tags or of ``user`` lines
+never answered by ``assistant`` (verl's rollout dump) splits and loads at about the per-byte cost of 1 KB of the
+same (these took minutes to hours when the splitting backtracked).
 
 Every load runs under a SIGALRM watchdog, which turns a hang into a failure; speed is asserted as ratios.
 """
@@ -28,6 +29,7 @@ from writers.prime_rl import Rollout, Turn
 from engine.io import load_run
 from engine.io.adapters.skyrl_eval import split_response
 from engine.io.adapters.verifiers_graph import MAX_BRANCH_TOKENS, MAX_BRANCHES, MAX_PATH_NODES
+from engine.io.adapters.verl_rollout import chat_blocks, split_output
 from engine.io.text.tags import split_tagged
 from engine.io.text.tokenize import get_tokenizer
 
@@ -294,6 +296,7 @@ HOSTILE = {
     "unclosed headers": lambda n: "a" + HEADER * ((n - 1) // len(HEADER)),
     "unclosed tags": lambda n: "<information>" * (n // len("<information>")),
     "spaces then a tag": lambda n: " \n" * ((n - 15) // 2) + "x<information>",
+    "user lines": lambda n: "\nuser\n" * (n // 6),
 }
 SMALL, BIG = 1_000, 1_000_000
 
@@ -310,7 +313,11 @@ def seconds(fn, arg, repeat: int, rounds: int = 5) -> float:
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
-@pytest.mark.parametrize("split", [split_tagged, split_response], ids=["split_tagged", "skyrl_split_response"])
+@pytest.mark.parametrize(
+    "split",
+    [split_tagged, split_response, split_output],
+    ids=["split_tagged", "skyrl_split_response", "verl_split_output"],
+)
 def test_splitting_is_linear_in_the_text(split, kind):
     """Splitting 1 MB costs at most 10x per byte what 1 KB does (measured: under 1x, since a split has a fixed
     cost; a quadratic split is about 1,000x here)."""
@@ -329,6 +336,20 @@ def test_split_pieces_are_the_text():
             assert "".join(s.text for s in split(text)) == text
     assert [s.role for s in split_tagged(HOSTILE["spaces then a tag"](SMALL))] == ["model", "tool"]
     assert [s.role for s in split_response("a" + HEADER + "obs<|im_end|>" + HEADER * 3)] == ["model", "user", "model"]
+
+
+def test_verl_chat_blocks_are_the_regular_expressions_spans():
+    """``chat_blocks`` (a forward scan) finds the spans the regular expression it replaced found, on 20,000 random
+    texts made of the pieces that matter (it searched to the end of the text from every ``user``)."""
+    import re
+
+    chat_block = re.compile(r"(\n?)user(\n.*?)\nassistant\n", re.DOTALL)
+    rng = random.Random(0)
+    pieces = ["\n", "user", "assistant", "x", " ", "user\n", "\nassistant\n", "<tool_response>"]
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 14)))
+        want = [(m.start(), m.end(), m.group(1), m.group(2)) for m in chat_block.finditer(text)]
+        assert list(chat_blocks(text)) == want, text
 
 
 def skyrl_row(response: str) -> dict:

@@ -57,8 +57,8 @@ from engine.io.text.tags import split_tagged
 NAME = "verl_rollout"
 IM_START, END_OF_TURN = "<|im_start|>", "<|im_end|>"
 CORE = frozenset({"input", "output", "gts", "step", "score", "uid", "id"})
-# A ChatML turn of the environment as skip_special_tokens leaves it: [\n]user\n<body>\nassistant\n.
-CHAT_BLOCK = re.compile(r"(\n?)user(\n.*?)\nassistant\n", re.DOTALL)
+# A ChatML turn of the environment as skip_special_tokens leaves it: [\n]user\n<body>\nassistant\n (chat_blocks).
+USER, REPLY = "user\n", "\nassistant\n"
 V1_KEY = re.compile(r"\A(?P<uid>.+)_(?P<session>\d+)_(?P<index>\d+)\Z", re.DOTALL)
 STEP_FILE = re.compile(r"(\d+)\.jsonl")  # f"{global_steps}.jsonl" (_write_generations / _dump_generations)
 STEPLESS = (
@@ -88,23 +88,41 @@ class _Row:
     step: int | None = None
 
 
+def chat_blocks(text: str) -> Iterator[tuple[int, int, str, str]]:
+    """``(start, end, lead, body)`` of each environment turn ``[\\n]user\\n<body>\\nassistant\\n`` in ``text``, the
+    spans ``re.finditer(r"(\\n?)user(\\n.*?)\\nassistant\\n", text, re.DOTALL)`` gives (``lead`` the optional
+    newline, ``body`` from the newline after ``user`` to the one before ``assistant``).
+
+    A forward scan: each search starts where the last block ended, and a ``user`` line with no ``assistant`` line
+    after it ends the scan (no later one can have one either), so the scan is linear in ``len(text)``; the
+    regular expression searched to the end of the text from every ``user``."""
+    pos = 0
+    while (user := text.find(USER, pos)) >= 0:
+        reply = text.find(REPLY, user + len(USER))
+        if reply < 0:
+            return
+        start = user - 1 if user > pos and text[user - 1] == "\n" else user
+        yield start, reply + len(REPLY), text[start:user], text[user + len(USER) - 1 : reply]
+        pos = reply + len(REPLY)
+
+
 def split_output(output: str) -> tuple[list[Segment], bool]:
     """Segments of a decoded response with the chat template's special tokens put back, and whether the last
     one is a model turn (whose final ``<|im_end|>`` is still to be decided). Model turns that the environment
     answered get their ``<|im_end|>`` here."""
-    if CHAT_BLOCK.search(output) is None and "<information>" in output:
+    blocks = list(chat_blocks(output))
+    if not blocks and "<information>" in output:
         segs = split_tagged(output)
         return segs, bool(segs) and segs[-1].role == "model"
     segs: list[Segment] = []
     pos = 0
-    for m in CHAT_BLOCK.finditer(output):
-        if m.start() > pos:
-            segs.append(Segment(role="model", text=output[pos : m.start()] + END_OF_TURN))
-        body = m.group(2)
+    for start, end, lead, body in blocks:
+        if start > pos:
+            segs.append(Segment(role="model", text=output[pos:start] + END_OF_TURN))
         role = "tool" if body.lstrip("\n").startswith("<tool_response>") else "user"
-        text = f"{m.group(1)}{IM_START}user{body}{END_OF_TURN}\n{IM_START}assistant\n"
+        text = f"{lead}{IM_START}user{body}{END_OF_TURN}\n{IM_START}assistant\n"
         segs.append(Segment(role=role, text=text))
-        pos = m.end()
+        pos = end
     if pos < len(output):
         segs.append(Segment(role="model", text=output[pos:]))
     return segs, bool(segs) and segs[-1].role == "model"
@@ -128,7 +146,7 @@ def _parse(rec: object, line: int | None, prefix: str, default_id: str) -> _Row:
     if extra:
         metadata["extra"] = extra
     segs, open_end = split_output(output)
-    if any(s.role != "model" for s in segs) and CHAT_BLOCK.search(output):
+    if any(s.role != "model" for s in segs) and next(chat_blocks(output), None):
         metadata["restored"] = ["chat_template_tokens"]
     key = as_id(rec["uid"], "uid") if rec.get("uid") is not None else None
     traj_id = as_id(rec["id"], "id") if rec.get("id") is not None else default_id
