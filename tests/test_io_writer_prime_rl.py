@@ -148,7 +148,7 @@ def test_trace_lengths_follow_verifiers_properties():
         {"usage": {"prompt_tokens": 100, "completion_tokens": 100}},  # on no node: in no branch
     ]
     trace = {"nodes": nodes, "calls": calls}
-    checked = [verifiers_traces._node(n, k) for k, n in enumerate(nodes)]
+    checked = [verifiers_traces._node(n, f"traces[0].nodes[{k}]") for k, n in enumerate(nodes)]
     got = verifiers_traces.trace_lengths(trace, checked, "traces[0]")
     # branches [0, 1, 2] and [0, 1, 3]: out = (3 + 4) + 3; total = (10 + 4) + (5 + 2 + 3); turns = 3 sampled nodes
     assert got == {"num_output_tokens": 10, "num_total_tokens": 24, "num_turns": 3}
