@@ -133,7 +133,8 @@ long_text = st.builds(
 text = st.one_of(st.sampled_from(NASTY_TEXT), st.text(max_size=16), long_text)
 nonblank_text = text.filter(lambda s: s.strip())
 finite = st.floats(-100, 100, allow_nan=False, width=32)
-reward = st.one_of(st.floats(-10, 10, allow_nan=False), st.integers(-3, 3), st.booleans())
+reward = st.one_of(st.floats(-10, 10, allow_nan=False), st.integers(-3, 3))  # a scalar reward: never a boolean
+component = st.one_of(reward, st.booleans())  # a reward component: ``accuracy: true`` counts 1
 seed = st.integers(0, 2**32 - 1)  # bulk numbers come from a seeded generator: drawing each one is slow
 
 
@@ -213,7 +214,7 @@ def native_segment(draw, with_ids: bool | None = None, roles=ROLES) -> dict:
     return seg
 
 
-components = st.dictionaries(st.sampled_from(("a", "exact_match", "_otc", "é", "<b>")), reward, max_size=3)
+components = st.dictionaries(st.sampled_from(("a", "exact_match", "_otc", "é", "<b>")), component, max_size=3)
 PROMPTS = st.one_of(text, st.just([{"role": "user", "content": "hi"}]))
 TURN_REWARDS = st.one_of(
     st.lists(components, max_size=3),
@@ -321,7 +322,7 @@ def verl_rollout_record(draw, k: int) -> dict:
     if draw(st.integers(0, 3)):
         rec["id"] = f"r{k}"
     for key in draw(st.lists(st.sampled_from(("acc", "format", "gts", "uid", "data_source")), max_size=3, unique=True)):
-        rec[key] = draw(reward) if key in ("acc", "format") else draw(text)
+        rec[key] = draw(component) if key in ("acc", "format") else draw(text)
     return rec
 
 
@@ -425,7 +426,7 @@ def nemo_record(draw, k: int) -> dict:
     if draw(st.integers(0, 3)):
         rec |= {"_ng_task_index": k // 2, "_ng_rollout_index": k}
     for key in draw(st.lists(st.sampled_from(("accuracy", "num_tests_run", "truncated", "note")), max_size=2)):
-        rec[key] = draw(text) if key == "note" else draw(st.booleans()) if key == "truncated" else draw(reward)
+        rec[key] = draw(text) if key == "note" else draw(st.booleans()) if key == "truncated" else draw(component)
     return rec
 
 

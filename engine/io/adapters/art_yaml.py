@@ -12,7 +12,8 @@ chat messages (``{"role", "content", ...}``) and OpenAI ``Choice`` dicts (``{"fi
   ``tools`` are not written, so the prompt has no tool schema.
 * Response: the rest, rendered with ChatML and re-tokenized. A Choice is what ART trains on (its tokens come from
   the logprobs, ``src/art/local/tokenize.py``): a ``model`` segment. A plain assistant message is context ART does
-  not train on (unless ``allow_training_without_logprobs``): its segment is ``system``.
+  not train on (unless ``allow_training_without_logprobs``): its segment is ``system``. A Choice's message is the
+  assistant's (OpenAI ``Choice.message.role``); one with another role is refused, naming it.
 * ``reward`` (what ART's GRPO advantage uses) -> global reward ``reward``; numeric ``metrics`` ->
   ``metadata.reward_components`` (shown, never trained on); trajectory ``metadata`` and ``logs`` ->
   ``metadata.art``; group ``metadata`` -> ``metadata.art_group``.
@@ -41,7 +42,7 @@ from pathlib import Path
 
 from engine.io.adapters.common import require_mapping
 from engine.io.data.model import Segment, Trajectory
-from engine.io.reading.coerce import as_float, is_number, type_name
+from engine.io.reading.coerce import as_component, as_float, is_number, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.problems import RecordError
 from engine.io.reading.yaml_records import iter_yaml_records
@@ -83,6 +84,12 @@ def _messages(items: object) -> tuple[list[dict], list[bool], list[str | None]]:
         msg = item["message"] if is_choice else item
         if not isinstance(msg, Mapping):
             raise RecordError(f"messages_and_choices[{k}].message", f"expected an object, got {type_name(msg)}")
+        if is_choice and msg.get("role") != "assistant":  # OpenAI's Choice.message.role is always "assistant"
+            raise RecordError(
+                f"messages_and_choices[{k}].message.role",
+                f"a Choice whose message role is {msg.get('role')!r}: a Choice is the policy's own output (role "
+                "assistant), which ART trains on; loaded as another role it would train nothing",
+            )
         msgs.append(dict(msg))
         trainable.append(is_choice)
         finish.append(item.get("finish_reason") if is_choice else None)
@@ -124,7 +131,7 @@ def convert(rec: Mapping, traj_id: str, group_id: str, group_meta: object) -> Tr
         "art": {"metadata": _plain(rec.get("metadata") or {}), "logs": _plain(rec.get("logs") or [])},
         "art_group": _plain(group_meta or {}),
     }
-    components = {str(k): as_float(v, f"metrics.{k}") for k, v in metrics.items() if is_number(v)}
+    components = {str(k): as_component(v, f"metrics.{k}") for k, v in metrics.items() if is_number(v)}
     if components:
         metadata["reward_components"] = components
     return Trajectory(

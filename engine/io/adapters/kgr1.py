@@ -49,7 +49,7 @@ from pathlib import Path
 
 from engine.io.adapters.common import read_records, require_mapping
 from engine.io.data.model import Trajectory
-from engine.io.reading.coerce import as_float, as_float_array, as_str, is_number, type_name
+from engine.io.reading.coerce import as_component, as_float, as_float_array, as_str, is_number, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id, prompt_group_id
 from engine.io.reading.problems import RecordError
@@ -105,7 +105,7 @@ def eval_convert(rec: object, default_id: str) -> Trajectory:
     metrics = rec["metrics"]
     if not isinstance(metrics, Mapping):
         raise RecordError("metrics", f"expected an object, got {type_name(metrics)}")
-    components = {str(k): as_float(v, f"metrics.{k}") for k, v in metrics.items() if is_number(v)}
+    components = {str(k): as_component(v, f"metrics.{k}") for k, v in metrics.items() if is_number(v)}
     ignored = sorted(str(k) for k, v in metrics.items() if not is_number(v))
     score = _score(rec["score"])
     metadata: dict = {"dataset": rec["dataset"], "batch_idx": rec["batch_idx"], "sample_idx": rec["sample_idx"]}

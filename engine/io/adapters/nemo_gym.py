@@ -50,7 +50,7 @@ from engine.io.adapters.nemo_gym_items import (
     text,
 )
 from engine.io.data.model import Trajectory
-from engine.io.reading.coerce import as_float, is_number, type_name
+from engine.io.reading.coerce import as_component, as_float, is_number, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import mark_synthesized, prompt_group_id
 from engine.io.reading.problems import RecordError
@@ -161,7 +161,7 @@ def convert(rec: object, default_id: str, stem: str = "", notes: Notes | None = 
     # scores) describe it and are kept as metadata, never summed into it.
     rewards = {"reward": as_float(rec["reward"], "reward")} if "reward" in rec else {}
     components = {
-        key: as_float(value, key)
+        key: as_component(value, key)
         for key, value in rec.items()
         if key not in NOT_REWARDS and key != "reward" and is_number(value)
     }

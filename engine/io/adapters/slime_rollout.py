@@ -17,7 +17,8 @@ trains on ``reward[--reward-key]``, which the file does not name) -> each numeri
 problem. ``status == "truncated"`` -> ``metadata.truncated``. Group = ``group_index`` (slime normalises rewards
 over the ``n_samples_per_prompt`` samples of a prompt), scoped to the file's ``rollout_id``; id = ``index``.
 ``remove_sample`` true -> slime zeroes the sample's loss mask (it still enters the group's reward statistics):
-loaded the same way, with a problem. slime's advantages are computed after this dump, so none are logged here.
+loaded the same way, with a problem; it is a ``bool`` field, so anything else (``"no"``) refuses the sample.
+slime's advantages are computed after this dump, so none are logged here.
 
 Step: the rollout id, which the record states. ``save_debug_rollout_data`` (same file and commit) writes
 ``{"rollout_id": rollout_id, ...}`` to ``path_template.format(rollout_id=("eval_" if evaluation else "") +
@@ -44,7 +45,16 @@ import numpy as np
 from engine.io.adapters.common import load_weights_only
 from engine.io.adapters.generations import mask_segments
 from engine.io.data.model import Trajectory
-from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, is_number, type_name
+from engine.io.reading.coerce import (
+    as_component,
+    as_flag,
+    as_float,
+    as_float_array,
+    as_mask,
+    as_token_ids,
+    is_number,
+    type_name,
+)
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id, as_step
 from engine.io.reading.limits import HALF_DTYPES, check_values, check_zip, decoded_limit, tensor_array
@@ -121,7 +131,7 @@ def _rewards(value: object) -> tuple[dict[str, float], bool]:
     if value is None:
         raise RecordError("reward", "no reward (the sample was not scored)")
     if isinstance(value, Mapping):
-        comps = {str(k): as_float(v, f"reward.{k}") for k, v in value.items() if is_number(v)}
+        comps = {str(k): as_component(v, f"reward.{k}") for k, v in value.items() if is_number(v)}
         if not comps:
             raise RecordError("reward", "a reward dict without numeric entries")
         return comps, True
@@ -144,7 +154,7 @@ def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) ->
     if lp is not None and len(lp) != n:
         raise RecordError("rollout_log_probs", f"{len(lp)} values for response_length {n}")
     rewards, is_dict = _rewards(_list(s.get("reward"), "reward", ctx))
-    removed = bool(s.get("remove_sample"))
+    removed = as_flag(s.get("remove_sample"), "remove_sample")  # Sample.remove_sample: bool; "no" is not true
     if removed:
         mask = np.zeros(n, dtype=bool)
         reason = "slime zeroes this sample's loss mask; loaded with no action token"

@@ -22,7 +22,9 @@ float per completion). What that means here:
   a row whose every reward is NaN is skipped (TRL leaves it out of the group baseline and gives it advantage 0).
   Numeric ``log_extra`` columns cannot be told apart from reward columns (both sit between ``completion`` and
   ``advantage``); they are taken as reward columns and the weights problem lists them all. Other columns go to
-  ``metadata.logged_columns``.
+  ``metadata.logged_columns``; one there that is neither numbers, text nor booleans (a list, a struct, bytes, a
+  decimal) is named in a problem (it is no reward TRL wrote). TRL's rewards and advantages are float32 tensors: a
+  cell of ±inf, or beyond float32, skips its row with a problem naming the column (only NaN means "no reward").
 * **Groups.** TRL normalises over consecutive blocks of ``num_generations`` rows (``rewards.view(-1,
   num_generations)``), which the file does not store; the block boundaries are recovered as runs of the same
   prompt text, and group ids carry the file name so that the same prompt in two steps' files never merges. When
@@ -49,6 +51,7 @@ from pathlib import Path
 
 from engine.config import KGR1_GLOBAL_WEIGHTS
 from engine.io.data.model import Segment, Trajectory
+from engine.io.reading.coerce import as_float
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_step
 from engine.io.reading.problems import RecordError
@@ -62,16 +65,33 @@ def sniff_columns(names: list[str]) -> bool:
     return set(REQUIRED) <= set(names)
 
 
-def _is_numeric(values: list) -> bool:
-    present = [v for v in values if v is not None]
-    return bool(present) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present)
+def _is_numeric(column_type: object) -> bool:
+    """An integer or float Arrow column: what a reward column can be (TRL logs a float32 tensor's ``tolist()``)."""
+    import pyarrow as pa
+
+    return pa.types.is_floating(column_type) or pa.types.is_integer(column_type)
 
 
-def _read_columns(path: Path) -> dict[str, list]:
+def _is_text_like(column_type: object) -> bool:
+    """Text, booleans or nothing: what a ``log_extra`` column holds besides numbers, kept as logged columns."""
+    import pyarrow as pa
+
+    return (
+        pa.types.is_string(column_type)
+        or pa.types.is_large_string(column_type)
+        or pa.types.is_boolean(column_type)
+        or pa.types.is_null(column_type)
+    )
+
+
+def _read_columns(path: Path) -> tuple[dict[str, list], dict[str, object]]:
+    """(column values, column Arrow types) of the file, pandas' index columns left out."""
     from engine.io.store.native_parquet import read_checked
 
     table = read_checked(path)  # footer and decoded sizes against the load ceiling, before any value is decoded
-    return {name: table.column(name).to_pylist() for name in table.column_names if not name.startswith("__")}
+    names = [name for name in table.column_names if not name.startswith("__")]
+    types = {name: table.schema.field(name).type for name in names}
+    return {name: table.column(name).to_pylist() for name in names}, types
 
 
 def prompt_runs(prompts: list) -> list[tuple[int, int]]:
@@ -116,11 +136,21 @@ def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
     return groups
 
 
-def _reward_columns(cols: dict[str, list]) -> tuple[list[str], list[str]]:
+def _reward_columns(cols: dict[str, list], types: dict[str, object], ctx: LoadContext) -> tuple[list[str], list[str]]:
+    """(reward columns, other columns): the numeric columns between ``completion`` and ``advantage`` are rewards.
+    One there of another type than text or booleans (a list, a struct, bytes, a decimal) is no reward TRL wrote: a
+    problem names it, and it is kept with the logged columns, never read as a reward."""
     names = list(cols)
     between = names[names.index("completion") + 1 : names.index("advantage")]
     others = [c for c in names if c not in REQUIRED and c not in between]
-    rewards = [c for c in between if _is_numeric(cols[c])]
+    rewards = [c for c in between if _is_numeric(types[c])]
+    for name in between:
+        if name not in rewards and not _is_text_like(types[name]):
+            ctx.note(
+                name,
+                f"a column of {types[name]} values where TRL writes its reward columns (a float per row): not read "
+                "as a reward; kept in metadata.logged_columns",
+            )
     return rewards, [c for c in between if c not in rewards] + others
 
 
@@ -144,11 +174,12 @@ def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext)
             )
 
 
-def _finite(value: object) -> float | None:
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+def _reward(value: object, name: str) -> float | None:
+    """A reward cell: None for NaN (TRL's None from the reward function), else a number a float32 holds; ±inf or a
+    number beyond float32 is a ``RecordError`` (TRL's rewards are a float32 tensor: it writes neither)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
-    value = float(value)
-    return value if math.isfinite(value) else None
+    return as_float(value, name)
 
 
 def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group: str, stem: str) -> Trajectory:
@@ -159,16 +190,14 @@ def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group
         raise RecordError("completion", "expected a string")
     if not completion:
         raise RecordError("completion", "empty completion: the response has zero tokens")
-    values = {name: _finite(cols[name][i]) for name in rewards}
+    values = {name: _reward(cols[name][i], name) for name in rewards}
     if rewards and all(v is None for v in values.values()):
         raise RecordError(
             None,
             "every reward function returned None (NaN): TRL leaves this completion out of its group's baseline and "
             "gives it advantage 0; skipped",
         )
-    advantage = _finite(cols["advantage"][i])
-    if advantage is None:
-        raise RecordError("advantage", f"expected a finite number, got {cols['advantage'][i]!r}")
+    advantage = as_float(cols["advantage"][i], "advantage")  # TRL's float32 advantages: finite, never beyond
     step = cols["step"][i]
     step = None if step is None or (isinstance(step, float) and math.isnan(step)) else as_step(step, "step")
     metadata: dict = {"step": step, "logged_advantage": advantage}
@@ -188,11 +217,11 @@ def _trajectory(cols: dict, i: int, rewards: list[str], extras: list[str], group
 
 def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajectory]]:
     """One trajectory per row; a bad row is a problem ``row[i].<field>``."""
-    cols = _read_columns(path)
+    cols, types = _read_columns(path)
     missing = [c for c in REQUIRED if c not in cols]
     if missing:
         raise ValueError(f"{path}: a TRL completions log needs columns {list(REQUIRED)}; missing {missing}")
-    rewards, extras = _reward_columns(cols)
+    rewards, extras = _reward_columns(cols, types, ctx)
     _reward_notices(cols, rewards, ctx)
     stem = Path(path).stem
     groups = group_blocks(cols["prompt"], ctx)

@@ -53,7 +53,9 @@ What CreditLens makes of it:
   ``CREDITLENS_MAX_TRACE_BRANCH_TOKENS`` (16 M) skip the episode with a problem naming the trace and node, before
   any branch is built; branches are gathered from the nodes' shared token arrays, once each.
 * Skipped with a problem: an episode without traces, and traces prime-rl does not train (``ok`` false or
-  ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too).
+  ``agent.trainable`` false: ``iter_trainable_traces`` leaves them out of the group baseline too). Those flags and
+  a node's ``sampled`` are pydantic ``bool`` fields: anything but ``true`` / ``false`` (``"false"``, ``0``) is a
+  problem naming the field, never read by its truth value.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ import numpy as np
 
 from engine.io.adapters.verifiers_graph import TraceGraph
 from engine.io.data.model import Segment, Trajectory
-from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token_ids, type_name
+from engine.io.reading.coerce import as_flag, as_float, as_float_array, as_mask, as_token_ids, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id
 from engine.io.reading.problems import RecordError
@@ -99,7 +101,8 @@ def _node(raw: object, k: int, trace_field: str) -> dict:
     mask = as_mask(raw.get("mask", []), f"{f}.mask")
     if len(mask) != len(ids):
         raise RecordError(f"{f}.mask", f"{len(mask)} entries for {len(ids)} token ids")
-    node = {"ids": ids, "mask": mask, "parent": raw.get("parent"), "sampled": bool(raw.get("sampled"))}
+    sampled = as_flag(raw.get("sampled"), f"{f}.sampled")
+    node = {"ids": ids, "mask": mask, "parent": raw.get("parent"), "sampled": sampled}
     message = raw.get("message")
     node["role"] = message.get("role") if isinstance(message, Mapping) else None
     n_sampled = int(mask.sum())
@@ -289,9 +292,12 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
         f = f"traces[{t}]"
         if not isinstance(trace, Mapping):
             raise RecordError(f, f"expected a trace object, got {type_name(trace)}")
-        agent = trace.get("agent") or {}
-        if not trace.get("ok") or agent.get("trainable") is False:
-            why = "ok is false" if not trace.get("ok") else "agent.trainable is false"
+        try:
+            why = _untrained(trace, f)
+        except RecordError as err:
+            ctx.problem(line, err.field, f"{err.reason}; trace skipped (whether prime-rl trains it is unknown)")
+            continue
+        if why:
             ctx.problem(line, f, f"{why}: prime-rl neither trains this trace nor counts it in its group; skipped")
             continue
         out += _trace_rows(trace, f, ep_id, group, line, ctx)
@@ -299,6 +305,21 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
         for traj in out:
             traj.metadata["run_work"] = dict(work)
     return out
+
+
+def _untrained(trace: Mapping, f: str) -> str | None:
+    """Why prime-rl's ``iter_trainable_traces`` leaves the trace out (``ok`` false, ``agent.trainable`` false), or
+    None. Both are booleans in the record (pydantic ``bool`` fields); a ``"false"`` or a ``0`` is refused, never read
+    by its truth value. A missing ``ok`` is false (the writer always writes it), a missing ``trainable`` true (its
+    default)."""
+    agent = trace.get("agent")
+    if agent is not None and not isinstance(agent, Mapping):
+        raise RecordError(f"{f}.agent", f"expected an object, got {type_name(agent)}")
+    if not as_flag(trace.get("ok"), f"{f}.ok"):
+        return "ok is false" if "ok" in trace else "ok is missing"
+    if not as_flag((agent or {}).get("trainable"), f"{f}.agent.trainable", missing=True):
+        return "agent.trainable is false"
+    return None
 
 
 def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext) -> list[Trajectory]:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from engine.io.adapters.common import require_mapping
 from engine.io.data.model import Segment, Trajectory
-from engine.io.reading.coerce import as_float, as_str, is_number
+from engine.io.reading.coerce import as_component, as_float, as_str, is_number
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id, as_step, mark_synthesized, prompt_group_id
 from engine.io.reading.problems import RecordError
@@ -139,7 +139,7 @@ def _parse(rec: object, line: int | None, prefix: str, default_id: str) -> _Row:
     metadata: dict = {}
     if rec.get("gts") is not None:
         metadata["ground_truth"] = rec["gts"]
-    components = {k: as_float(v, k) for k, v in rec.items() if k not in CORE and is_number(v)}
+    components = {k: as_component(v, k) for k, v in rec.items() if k not in CORE and is_number(v)}
     if components:
         metadata["reward_components"] = components
     extra = {k: v for k, v in rec.items() if k not in CORE and not is_number(v)}

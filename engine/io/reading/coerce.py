@@ -14,6 +14,9 @@ import numpy as np
 from engine.io.data.model import FLOAT_DTYPE, TOKEN_DTYPE
 from engine.io.reading.problems import RecordError
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # 3.4028235e38: beyond it a float32 is inf
+BOOL_TYPES = frozenset({bool, np.bool_})
+
 
 def type_name(value: object) -> str:
     return "null" if value is None else type(value).__name__
@@ -26,9 +29,11 @@ def as_str(value: object, field: str) -> str:
 
 
 def as_float(value: object, field: str) -> float:
-    """A finite float; bools count as 0/1 (reward components such as ``accuracy: true``)."""
+    """A finite number a float32 can hold: a reward, an advantage, a log-prob. A boolean is refused (no trainer
+    writes ``true`` for one of those; read as 1 it would be a made-up number), and so is a number beyond float32
+    (the batch stores it as float32, where it would be ``inf``)."""
     if isinstance(value, bool):
-        return float(value)
+        raise RecordError(field, f"expected a number, got bool {value!r} (a boolean is not a number here)")
     if not isinstance(value, (int, float)) or isinstance(value, complex):
         raise RecordError(field, f"expected a number, got {_describe(value)}")
     try:
@@ -37,7 +42,25 @@ def as_float(value: object, field: str) -> float:
         raise RecordError(field, f"number too large: {_describe(value)}") from None
     if not math.isfinite(out):
         raise RecordError(field, f"non-finite value {out}")
+    if abs(out) > FLOAT32_MAX:
+        raise RecordError(field, f"{out!r} is beyond float32 (±{FLOAT32_MAX:.8g}): it would be stored as inf")
     return out
+
+
+def as_component(value: object, field: str) -> float:
+    """A reward component: ``as_float``, except that a boolean counts as 0/1 (environments write components such
+    as ``accuracy: true``, ART ``metrics``, NeMo Gym ``resolved``)."""
+    return float(value) if isinstance(value, bool) else as_float(value, field)
+
+
+def as_flag(value: object, field: str, missing: bool = False) -> bool:
+    """A flag the writer writes as a JSON boolean: ``true`` / ``false`` (absent or null: ``missing``). Anything
+    else (``"false"``, ``"no"``, ``0``) is refused: its truth value would read ``"false"`` as true."""
+    if value is None:
+        return missing
+    if not isinstance(value, bool):
+        raise RecordError(field, f"expected true or false, got {_describe(value)}")
+    return value
 
 
 def is_number(value: object) -> bool:
@@ -46,10 +69,11 @@ def is_number(value: object) -> bool:
 
 
 def as_reward_dict(value: object, field: str) -> dict[str, float]:
-    """``{name: finite float}``; names must be strings."""
+    """``{name: finite float}`` of named reward components (``as_component``: booleans count as 0/1); names must
+    be strings."""
     if not isinstance(value, Mapping):
         raise RecordError(field, f"expected an object of named reward components, got {type_name(value)}")
-    return {as_str(k, field): as_float(v, f"{field}.{k}") for k, v in value.items()}
+    return {as_str(k, field): as_component(v, f"{field}.{k}") for k, v in value.items()}
 
 
 def as_token_ids(value: object, field: str) -> np.ndarray:
@@ -100,15 +124,27 @@ def all_finite(arr: np.ndarray) -> bool:
 
 
 def as_float_array(value: object, field: str, allow_nonfinite: bool = False) -> np.ndarray:
-    """[n] float32 array of finite numbers."""
+    """[n] float32 array of finite numbers (``allow_nonfinite``: NaN and ±inf written as such are kept). A number
+    beyond float32, which the cast would turn into inf, is refused either way, naming its position."""
     arr = _as_array(value, field)
     if arr.size and arr.dtype.kind not in "iuf":
         raise RecordError(field, f"expected numbers, got {arr.dtype.name} values")
-    with np.errstate(over="ignore"):  # beyond float32 becomes inf, reported just below or by validation
+    with np.errstate(over="ignore"):  # beyond float32 becomes inf: told apart from a written inf just below
         out = arr.astype(FLOAT_DTYPE, copy=False)
-    if not allow_nonfinite and out.size and not all_finite(out):
-        i = int(np.flatnonzero(~np.isfinite(out))[0])
-        raise RecordError(field, f"non-finite value {float(out[i])} at token {i}")
+    if out.size and not all_finite(out):
+        bad = ~np.isfinite(out)
+        if out.dtype != arr.dtype:
+            with np.errstate(invalid="ignore"):
+                over = bad & np.isfinite(arr)
+            if over.any():
+                i = int(np.flatnonzero(over)[0])
+                raise RecordError(
+                    field,
+                    f"{arr[i].item()!r} at token {i} is beyond float32 (±{FLOAT32_MAX:.8g}): it would be stored as inf",
+                )
+        if not allow_nonfinite:
+            i = int(np.flatnonzero(bad)[0])
+            raise RecordError(field, f"non-finite value {float(out[i])} at token {i}")
     return out
 
 
@@ -128,8 +164,9 @@ def _as_array(value: object, field: str) -> np.ndarray:
     if arr.ndim != 1 or arr.dtype.kind not in "biuf":
         bad = next((v for v in value if isinstance(v, bool) or not isinstance(v, (int, float))), None)
         raise RecordError(field, f"expected a flat list of numbers, found {_describe(bad)}")
-    if arr.dtype.kind == "b":
-        raise RecordError(field, "expected numbers, got booleans")
+    if not BOOL_TYPES.isdisjoint(map(type, value)):  # np.asarray([5, True]) is int64 [5, 1]: True read as 1
+        i = next(i for i, v in enumerate(value) if type(v) in BOOL_TYPES)
+        raise RecordError(field, f"expected numbers, found bool {bool(value[i])!r} at position {i} (not a number here)")
     return arr
 
 
