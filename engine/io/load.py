@@ -23,7 +23,7 @@ from engine.io.data.batching import missing_field_problems
 from engine.io.data.logged import logged_length_mismatch
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
-from engine.io.detect import NotRollouts, detect_format
+from engine.io.detect import NotRollouts, detect
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
 from engine.io.reading.steps import PathStep, StepCheck, match_step, path_step
@@ -289,7 +289,13 @@ def _load_file(
     file said about its run. ``root``: the folder the run was opened at (None: a single file), for the path's step."""
     if kind := compression(file):
         raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
-    name = fmt or detect_format(file, ctx.max_bytes)
+    if fmt is None:
+        found = detect(file, ctx.max_bytes)
+        name = found.name
+        if found.note:
+            ctx.note(None, found.note)
+    else:
+        name = fmt
     adapter = get_adapter(name)
     found = path_step(file, adapter.step_file, adapter.step_folder, root)
     ctx.path_step = found.step
