@@ -123,13 +123,13 @@ def test_a_file_that_disappears_mid_load_is_a_problem_and_the_others_load(tmp_pa
     import engine.io.load as load_mod
 
     folder = three_files(tmp_path / "run")
-    detect = load_mod.detect_format
+    detect = load_mod.detect
 
     def vanish(path, max_bytes=None):  # while a.jsonl is read, b.jsonl is deleted (listed, then gone)
         (folder / "b.jsonl").unlink(missing_ok=True)
         return detect(path, max_bytes)
 
-    monkeypatch.setattr(load_mod, "detect_format", vanish)
+    monkeypatch.setattr(load_mod, "detect", vanish)
     res = load_run(folder)
     assert [t.id for t in res.run.trajectories] == ["a1", "a2", "c1", "c2"]
     (problem,) = res.problems

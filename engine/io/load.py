@@ -25,9 +25,10 @@ from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
 from engine.io.detect import NotRollouts, detect
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
+from engine.io.reading.jsonable import plain
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
 from engine.io.reading.steps import PathStep, StepCheck, match_step, path_step
-from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
+from engine.io.reading.validate import text_mismatches, validate_trajectory
 from engine.io.text.tokenize import (
     canonical_name,
     fill_tokens,
@@ -307,9 +308,12 @@ def _load_file(
     for chunk in _chunks(items, 1 if ctx.log.strict else CHUNK):
         _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out, texts, lines)
     texts.close()
-    for key in [k for k, v in ctx.run_metadata.items() if unwritable(v, k)]:
-        field_, reason = unwritable(ctx.run_metadata.pop(key), f"metadata.{key}")
-        ctx.problem(None, field_, f"{reason}; this entry of the run's metadata is ignored")
+    for key in list(ctx.run_metadata):
+        try:
+            ctx.run_metadata[key] = _plain_metadata(ctx.run_metadata[key], f"metadata.{key}", ctx, None, "")
+        except RecordError as err:
+            del ctx.run_metadata[key]
+            ctx.problem(None, err.field, f"{err.reason}; this entry of the run's metadata is ignored")
     return {
         "source": name,
         "tokenizer": canonical_name(tokenizer or ctx.run_tokenizer),
@@ -392,6 +396,7 @@ def _accept(
     given = []
     for line, prefix, traj in chunk:
         try:
+            traj.metadata = _plain_metadata(traj.metadata, "metadata", ctx, line, prefix)
             validate_trajectory(traj, vocab)
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, f"{prefix}" if prefix else "")
@@ -406,6 +411,16 @@ def _accept(
         lines.append((line, prefix or ""))
         given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
     texts.check(given, tok_name)
+
+
+def _plain_metadata(value: object, field_: str, ctx: LoadContext, line: int | None, prefix: str) -> object:
+    """``value`` (free metadata) with what is not JSON converted (``jsonable.plain``); each kind of conversion of a
+    field is noted once per file, at the first record that needed it. ``RecordError`` for what cannot be."""
+    value, changes = plain(value, field_)
+    for c in changes:
+        reason = f"{c.reason}; so in every record of this file that holds one"
+        ctx.note(f"{prefix}{c.field}", reason, line, once=f"{ctx.file}\0{c.field}\0{c.kind}")
+    return value
 
 
 class OutsideBatch(ValueError):
