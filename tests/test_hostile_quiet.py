@@ -403,7 +403,9 @@ def test_folder_reads_any_case_and_names_every_entry_it_does_not_read(tmp_path):
     ]
     reasons = {Path(p.file).name: p.reason for p in res.problems}
     assert reasons["zipped.jsonl.gz"] == "skipped: compressed files are not read; decompress it first (e.g. gunzip)"
-    assert reasons["gone.jsonl"] == "skipped: not a regular file (a broken link, a pipe or a device)"
+    assert reasons["gone.jsonl"] == (
+        f"skipped: a symbolic link (to {tmp_path / 'nowhere.jsonl'}), not followed in a folder load; name it to load it"
+    )
     assert reasons["sub"].startswith("subfolder not read: a folder load reads the files directly in it")
     assert reasons["table.csv"].startswith("skipped: not a data file (a folder load reads .jsonl, .json, .parquet")
     from engine.io.load import folder_entries

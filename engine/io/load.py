@@ -8,12 +8,15 @@ note, the record is kept). A directory loads every data file in it (sorted, suff
 every other entry but hidden files and documentation is named by a problem (``folder_entries``: subfolders,
 compressed files, files of other kinds), and a file that cannot be read (whatever it raises) is skipped whole
 with a problem naming it while the others load. Compressed files are refused by their content, not their name.
+A symbolic link inside a folder (to a file or a folder) is not followed: it could lead out of the run, anywhere on
+the machine; it is named by a problem with where it points, and loads when the user names it (``load_run(link)``).
 A prime-rl ``token_exports`` folder reads the ``rank_R.jsonl`` files of its ``step_N`` folders too; the ``STABLE``
 markers beside them are not data and not reported (``adapters.prime_rl_tokens``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,8 +92,9 @@ def is_doc_name(name: str) -> bool:
 def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tuple[Path, str, str]]]:
     """(data files read, [(entry, why it is not read, scope)]) of a folder, sorted by name. Every entry but hidden
     files and documentation is one or the other: a subfolder, a compressed file or a file of another kind is
-    named with its reason, never passed over silently. ``scope`` is ``"record"`` for a file that may hold
-    rollouts the load cannot read (compressed, not a regular file) and ``"run"`` for what a folder load does not
+    named with its reason, never passed over silently, and so is a symbolic link (not followed: ``link_reason``).
+    ``scope`` is ``"record"`` for a file that may hold rollouts the load cannot read (compressed, not a regular
+    file, a link) and ``"run"`` for what a folder load does not
     read by design (subfolders, files of other kinds). A subfolder named as some trainer names a step's folder
     (``step_12``, ``train_step_3_epoch_0``, AReaL's ``<version>``: ``Adapter.step_folder``) is read too, and so are
     the folders its trainer writes inside it (``step_depth``): a run folder of step folders is one run. ``inside``:
@@ -103,6 +107,10 @@ def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tupl
     files: list[Path] = []
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
+        if p.is_symlink() and not p.name.startswith("."):
+            if is_data_name(p.name) or not is_doc_name(p.name):
+                skipped.append((p, link_reason(p), "record"))
+            continue
         if p.is_dir() and not p.name.startswith("."):
             depth = inside - 1 if inside > 0 else step_depth(p)
             if depth is not None:
@@ -127,6 +135,16 @@ def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tupl
         else:
             skipped.append((p, f"skipped: not a data file (a folder load reads {', '.join(DATA_SUFFIXES)})", "run"))
     return files, skipped
+
+
+def link_reason(link: Path) -> str:
+    """Why a folder load does not read the symbolic link ``link``: it may lead anywhere (out of the run, to
+    ``/etc/passwd``), so only a path the user names is followed."""
+    try:
+        target = os.readlink(link)
+    except OSError as e:
+        target = f"unreadable: {e.strerror or e}"
+    return f"skipped: a symbolic link (to {target}), not followed in a folder load; name it to load it"
 
 
 def compression(file: Path) -> str | None:
