@@ -107,6 +107,8 @@ def _convert(node: object, where: str, depth: int, changes: dict[tuple[str, str]
     if torch is not None and isinstance(node, torch.Tensor):
         arr = node.detach().cpu()
         _check_size(arr.numel(), where, "tensor")
+        if arr.is_complex():
+            raise RecordError(where, f"a complex torch tensor ({node.dtype}), which is not JSON data")
         if arr.is_floating_point() and arr.dtype != torch.float64:
             arr = arr.double()  # bf16 / fp16 / fp32 values, each exactly a float64
         value = arr.tolist()
@@ -115,7 +117,7 @@ def _convert(node: object, where: str, depth: int, changes: dict[tuple[str, str]
     if isinstance(node, np.ndarray):
         _check_size(node.size, where, "array")
         kind = f"a numpy array ({node.dtype}, shape {list(node.shape)})"
-        if node.dtype == object or node.dtype.kind in "SUV":
+        if node.dtype.kind not in "biuf":  # objects, text, bytes, dates, complex: each value converted or refused
             return noted(kind, "a list of its values", _plain(node.tolist(), where, depth, changes))
         return noted(kind, "its value" if node.ndim == 0 else "a list of its values", node.tolist())
     if isinstance(node, np.generic):
