@@ -1,7 +1,8 @@
 """``load_run`` / ``save_run``: the one entry point from files to a validated ``Run``.
 
 Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad
-records -> in chunks, fill token ids / texts with the tokenizer -> validate each trajectory -> drop duplicates
+records -> in chunks, fill token ids / texts with the tokenizer -> make its free metadata JSON (``jsonable``, noted)
+-> validate each trajectory -> drop duplicates
 of an id already loaded (reported) -> ``Run``. Then trajectories lacking log-probs/values that others have are
 reported. Segments for which a file gave both text and token ids are checked to agree (``text_mismatches``: a
 note, the record is kept). A directory loads every data file in it (sorted, suffixes in any case), as one run;
