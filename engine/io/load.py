@@ -1,14 +1,14 @@
 """``load_run`` / ``save_run``: the one entry point from files to a validated ``Run``.
 
-Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad
-records -> in chunks, fill token ids / texts with the tokenizer -> make its free metadata JSON (``jsonable``, noted)
--> validate each trajectory -> drop duplicates
-of an id already loaded (reported) -> ``Run``. Then trajectories lacking log-probs/values that others have are
-reported. Segments for which a file gave both text and token ids are checked to agree (``text_mismatches``: a
-note, the record is kept). A directory loads every data file in it (sorted, suffixes in any case), as one run;
-every other entry but hidden files and documentation is named by a problem (``folder_entries``: subfolders,
-compressed files, files of other kinds), and a file that cannot be read (whatever it raises) is skipped whole
-with a problem naming it while the others load. Compressed files are refused by their content, not their name.
+Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad records ->
+in chunks, fill token ids / texts with the tokenizer -> make free metadata JSON (``jsonable``, noted) -> validate
+each trajectory -> drop duplicates of an id already loaded (reported) -> ``Run``. Then trajectories lacking
+log-probs/values that others have are reported. Segments for which a file gave both text and token ids are checked
+to agree (``text_mismatches``: a note, the record is kept). A directory loads every data file in it (sorted,
+suffixes in any case), as one run; every other entry but hidden files and documentation is named by a problem
+(``folder_entries``: subfolders, compressed files, files of other kinds), and a file that cannot be read (whatever
+it raises) is skipped whole with a problem naming it while the others load. Compressed files are refused by their
+content, not their name.
 A symbolic link inside a folder (to a file or a folder) is not followed: it could lead out of the run, anywhere on
 the machine; it is named by a problem with where it points, and loads when the user names it (``load_run(link)``).
 A prime-rl ``token_exports`` folder reads the ``rank_R.jsonl`` files of its ``step_N`` folders too; the ``STABLE``
