@@ -123,13 +123,13 @@ def test_a_file_that_disappears_mid_load_is_a_problem_and_the_others_load(tmp_pa
     import engine.io.load as load_mod
 
     folder = three_files(tmp_path / "run")
-    detect = load_mod.detect_format
+    detect = load_mod.detect
 
     def vanish(path, max_bytes=None):  # while a.jsonl is read, b.jsonl is deleted (listed, then gone)
         (folder / "b.jsonl").unlink(missing_ok=True)
         return detect(path, max_bytes)
 
-    monkeypatch.setattr(load_mod, "detect_format", vanish)
+    monkeypatch.setattr(load_mod, "detect", vanish)
     res = load_run(folder)
     assert [t.id for t in res.run.trajectories] == ["a1", "a2", "c1", "c2"]
     (problem,) = res.problems
@@ -403,7 +403,9 @@ def test_folder_reads_any_case_and_names_every_entry_it_does_not_read(tmp_path):
     ]
     reasons = {Path(p.file).name: p.reason for p in res.problems}
     assert reasons["zipped.jsonl.gz"] == "skipped: compressed files are not read; decompress it first (e.g. gunzip)"
-    assert reasons["gone.jsonl"] == "skipped: not a regular file (a broken link, a pipe or a device)"
+    assert reasons["gone.jsonl"] == (
+        f"skipped: a symbolic link (to {tmp_path / 'nowhere.jsonl'}), not followed in a folder load; name it to load it"
+    )
     assert reasons["sub"].startswith("subfolder not read: a folder load reads the files directly in it")
     assert reasons["table.csv"].startswith("skipped: not a data file (a folder load reads .jsonl, .json, .parquet")
     from engine.io.load import folder_entries

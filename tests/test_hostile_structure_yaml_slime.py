@@ -153,17 +153,20 @@ def test_a_recursive_alias_is_refused(tmp_path):
     ]
 
 
-def test_tags_json_cannot_hold_refuse_their_item_naming_the_field(tmp_path):
+def test_tags_json_cannot_hold_are_converted_and_noted(tmp_path):
+    """``!!binary`` and ``!!set`` build bytes and a set: kept, made JSON like other metadata, each noted."""
     path = tmp_path / "0001.yaml"
     good = art_log()
     with_set = good.replace("    metadata: {}\n", "    metadata: {s: !!set {a}}\n")
     path.write_text(art_log(group_meta="{blob: !!binary aGVsbG8=}") + good + with_set)
     with watchdog():
         res = load_run(path)
-    assert len(res.run) == 1 and res.run.trajectories[0].id == "0001/group-1/traj-0"
-    assert [(p.line, p.field, p.reason) for p in res.problems] == [
-        (1, "[0].metadata.blob", "a YAML !!binary value, which JSON has no form for; item skipped"),
-        (25, "[2].trajectories[0].metadata.s", "a YAML !!set value, which JSON has no form for; item skipped"),
+    assert len(res.run) == 3
+    assert res.run.trajectories[0].metadata["art_group"] == {"blob": "aGVsbG8="}
+    assert res.run.trajectories[2].metadata["art"]["metadata"] == {"s": ["a"]}
+    assert [(p.field, p.reason.split(",")[0]) for p in res.problems][:2] == [
+        ("[0].trajectories[0].metadata.art_group.blob", "binary data"),
+        ("[2].trajectories[0].metadata.art.metadata.s", "a set"),
     ]
 
 

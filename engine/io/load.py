@@ -1,19 +1,23 @@
 """``load_run`` / ``save_run``: the one entry point from files to a validated ``Run``.
 
-Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad
-records -> in chunks, fill token ids / texts with the tokenizer -> validate each trajectory -> drop duplicates
-of an id already loaded (reported) -> ``Run``. Then trajectories lacking log-probs/values that others have are
-reported. Segments for which a file gave both text and token ids are checked to agree (``text_mismatches``: a
-note, the record is kept). A directory loads every data file in it (sorted, suffixes in any case), as one run;
-every other entry but hidden files and documentation is named by a problem (``folder_entries``: subfolders,
-compressed files, files of other kinds), and a file that cannot be read (whatever it raises) is skipped whole
-with a problem naming it while the others load. Compressed files are refused by their content, not their name.
+Pipeline per file: detect the format (or take ``fmt``) -> the adapter streams trajectories, reporting bad records ->
+in chunks, fill token ids / texts with the tokenizer -> make free metadata JSON (``jsonable``, noted) -> validate
+each trajectory -> drop duplicates of an id already loaded (reported) -> ``Run``. Then trajectories lacking
+log-probs/values that others have are reported. Segments for which a file gave both text and token ids are checked
+to agree (``text_mismatches``: a note, the record is kept). A directory loads every data file in it (sorted,
+suffixes in any case), as one run; every other entry but hidden files and documentation is named by a problem
+(``folder_entries``: subfolders, compressed files, files of other kinds), and a file that cannot be read (whatever
+it raises) is skipped whole with a problem naming it while the others load. Compressed files are refused by their
+content, not their name.
+A symbolic link inside a folder (to a file or a folder) is not followed: it could lead out of the run, anywhere on
+the machine; it is named by a problem with where it points, and loads when the user names it (``load_run(link)``).
 A prime-rl ``token_exports`` folder reads the ``rank_R.jsonl`` files of its ``step_N`` folders too; the ``STABLE``
 markers beside them are not data and not reported (``adapters.prime_rl_tokens``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,11 +27,12 @@ from engine.io.data.batching import missing_field_problems
 from engine.io.data.logged import logged_length_mismatch
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
-from engine.io.detect import NotRollouts, detect_format
+from engine.io.detect import NotRollouts, detect
 from engine.io.reading.context import DEFAULT_MAX_RECORD_BYTES, LoadContext
+from engine.io.reading.jsonable import plain
 from engine.io.reading.problems import Problem, ProblemLog, RecordError, no_progress
 from engine.io.reading.steps import PathStep, StepCheck, match_step, path_step
-from engine.io.reading.validate import text_mismatches, unwritable, validate_trajectory
+from engine.io.reading.validate import text_mismatches, validate_trajectory
 from engine.io.text.tokenize import (
     canonical_name,
     fill_tokens,
@@ -88,8 +93,9 @@ def is_doc_name(name: str) -> bool:
 def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tuple[Path, str, str]]]:
     """(data files read, [(entry, why it is not read, scope)]) of a folder, sorted by name. Every entry but hidden
     files and documentation is one or the other: a subfolder, a compressed file or a file of another kind is
-    named with its reason, never passed over silently. ``scope`` is ``"record"`` for a file that may hold
-    rollouts the load cannot read (compressed, not a regular file) and ``"run"`` for what a folder load does not
+    named with its reason, never passed over silently, and so is a symbolic link (not followed: ``link_reason``).
+    ``scope`` is ``"record"`` for a file that may hold rollouts the load cannot read (compressed, not a regular
+    file, a link) and ``"run"`` for what a folder load does not
     read by design (subfolders, files of other kinds). A subfolder named as some trainer names a step's folder
     (``step_12``, ``train_step_3_epoch_0``, AReaL's ``<version>``: ``Adapter.step_folder``) is read too, and so are
     the folders its trainer writes inside it (``step_depth``): a run folder of step folders is one run. ``inside``:
@@ -102,6 +108,10 @@ def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tupl
     files: list[Path] = []
     skipped: list[tuple[Path, str, str]] = []
     for p in entries:
+        if p.is_symlink() and not p.name.startswith("."):
+            if is_data_name(p.name) or not is_doc_name(p.name):
+                skipped.append((p, link_reason(p), "record"))
+            continue
         if p.is_dir() and not p.name.startswith("."):
             depth = inside - 1 if inside > 0 else step_depth(p)
             if depth is not None:
@@ -126,6 +136,16 @@ def folder_entries(folder: Path, inside: int = 0) -> tuple[list[Path], list[tupl
         else:
             skipped.append((p, f"skipped: not a data file (a folder load reads {', '.join(DATA_SUFFIXES)})", "run"))
     return files, skipped
+
+
+def link_reason(link: Path) -> str:
+    """Why a folder load does not read the symbolic link ``link``: it may lead anywhere (out of the run, to
+    ``/etc/passwd``), so only a path the user names is followed."""
+    try:
+        target = os.readlink(link)
+    except OSError as e:
+        target = f"unreadable: {e.strerror or e}"
+    return f"skipped: a symbolic link (to {target}), not followed in a folder load; name it to load it"
 
 
 def compression(file: Path) -> str | None:
@@ -289,7 +309,13 @@ def _load_file(
     file said about its run. ``root``: the folder the run was opened at (None: a single file), for the path's step."""
     if kind := compression(file):
         raise ValueError(f"{file}: {kind}-compressed; CreditLens does not read compressed files: decompress it first")
-    name = fmt or detect_format(file, ctx.max_bytes)
+    if fmt is None:
+        found = detect(file, ctx.max_bytes)
+        name = found.name
+        if found.note:
+            ctx.note(None, found.note)
+    else:
+        name = fmt
     adapter = get_adapter(name)
     found = path_step(file, adapter.step_file, adapter.step_folder, root)
     ctx.path_step = found.step
@@ -301,9 +327,12 @@ def _load_file(
     for chunk in _chunks(items, 1 if ctx.log.strict else CHUNK):
         _accept(chunk, tokenizer or ctx.run_tokenizer, ctx, seen, out, texts, lines)
     texts.close()
-    for key in [k for k, v in ctx.run_metadata.items() if unwritable(v, k)]:
-        field_, reason = unwritable(ctx.run_metadata.pop(key), f"metadata.{key}")
-        ctx.problem(None, field_, f"{reason}; this entry of the run's metadata is ignored")
+    for key in list(ctx.run_metadata):
+        try:
+            ctx.run_metadata[key] = _plain_metadata(ctx.run_metadata[key], f"metadata.{key}", ctx, None, "")
+        except RecordError as err:
+            del ctx.run_metadata[key]
+            ctx.problem(None, err.field, f"{err.reason}; this entry of the run's metadata is ignored")
     return {
         "source": name,
         "tokenizer": canonical_name(tokenizer or ctx.run_tokenizer),
@@ -386,6 +415,7 @@ def _accept(
     given = []
     for line, prefix, traj in chunk:
         try:
+            traj.metadata = _plain_metadata(traj.metadata, "metadata", ctx, line, prefix)
             validate_trajectory(traj, vocab)
         except RecordError as err:
             ctx.log.add_error(ctx.file, line, err, f"{prefix}" if prefix else "")
@@ -400,6 +430,16 @@ def _accept(
         lines.append((line, prefix or ""))
         given += [(line, prefix, j, traj.segments[j]) for j in both[id(traj)]]
     texts.check(given, tok_name)
+
+
+def _plain_metadata(value: object, field_: str, ctx: LoadContext, line: int | None, prefix: str) -> object:
+    """``value`` (free metadata) with what is not JSON converted (``jsonable.plain``); each kind of conversion of a
+    field is noted once per file, at the first record that needed it. ``RecordError`` for what cannot be."""
+    value, changes = plain(value, field_)
+    for c in changes:
+        reason = f"{c.reason}; so in every record of this file that holds one"
+        ctx.note(f"{prefix}{c.field}", reason, line, once=f"{ctx.file}\0{c.field}\0{c.kind}")
+    return value
 
 
 class OutsideBatch(ValueError):

@@ -102,7 +102,7 @@ def looks_like_step_run(folder: Path) -> bool:
     except OSError:
         return False
     for p in entries:
-        if p.name.startswith("."):
+        if p.name.startswith(".") or p.is_symlink():  # a folder load does not follow links (load.folder_entries)
             continue
         if p.is_dir():
             step_dirs += any(match_step(a.step_folder, p.name) is not None for a in ADAPTERS.values())

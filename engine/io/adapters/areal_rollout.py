@@ -42,7 +42,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.io.adapters.common import read_records, require_mapping
+from engine.io.adapters.common import read_records, require_keys
 from engine.io.data.model import Segment, Trajectory
 from engine.io.reading.coerce import as_float, as_str
 from engine.io.reading.context import LoadContext
@@ -71,7 +71,7 @@ def _count(rec: Mapping, key: str) -> int:
 def convert(rec: object, ctx: LoadContext, notes: list[tuple[str, str]]) -> Trajectory:
     """One sample; what was changed or could not be checked goes to ``notes`` as (field, reason)."""
     notes.clear()
-    rec = require_mapping(rec)
+    rec = require_keys(rec, KEYS, "AReaL's _dump_trajectory")
     completion = as_str(rec.get("completion"), "completion")
     prompt = as_str(rec.get("prompt"), "prompt")
     task, sample = as_id(rec.get("task_id"), "task_id"), as_id(rec.get("sample_idx"), "sample_idx")

@@ -40,6 +40,16 @@ def require_mapping(rec: object) -> Mapping:
     return rec
 
 
+def require_keys(rec: object, keys: Iterable[str], writer: str) -> Mapping:
+    """``rec`` as a mapping holding every one of ``keys`` (those ``writer`` writes in every record); else a
+    ``RecordError`` naming the first key missing, so that a damaged record is reported by its field."""
+    rec = require_mapping(rec)
+    for key in sorted(keys):
+        if key not in rec:
+            raise RecordError(key, f"missing: {writer} writes it in every record; record skipped")
+    return rec
+
+
 def first_key(rec: Mapping, keys: Iterable[str]) -> str | None:
     """The first of ``keys`` present (and not null) in ``rec``."""
     return next((k for k in keys if rec.get(k) is not None), None)

@@ -47,7 +47,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine.io.adapters.common import read_records, require_mapping
+from engine.io.adapters.common import read_records, require_keys
 from engine.io.data.model import Trajectory
 from engine.io.reading.coerce import as_component, as_float, as_float_array, as_str, is_number, type_name
 from engine.io.reading.context import LoadContext
@@ -92,7 +92,7 @@ def _score(value: object) -> float | None:
 
 
 def eval_convert(rec: object, default_id: str) -> Trajectory:
-    rec = require_mapping(rec)
+    rec = require_keys(rec, EVAL_KEYS, "KG-R1's evaluator (_save_batch_details)")
     full = as_str(rec["prompt"], "prompt")
     response = as_str(rec["response"], "response")
     if not response:

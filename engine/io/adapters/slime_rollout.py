@@ -161,7 +161,15 @@ def _trajectory(s: object, b: int, rollout: str, stem: str, ctx: LoadContext) ->
         ctx.problem(None, f"samples[{b}].remove_sample", reason)
     index = s.get("index")
     group = s.get("group_index")
-    metadata = {"truncated": s.get("status") == "truncated", "status": s.get("status"), "rollout_id": rollout}
+    status = s.get("status")
+    if status is not None and not isinstance(status, str):
+        reason = (
+            f"{type_name(status)}, not one of slime's Sample.Status texts (to_dict writes its value): whether the "
+            "sample was truncated is unknown, so it is read as not truncated"
+        )
+        ctx.note(f"samples[{b}].status", reason, once=f"slime-status\0{ctx.file}")
+    truncated = isinstance(status, str) and status == "truncated"
+    metadata = {"truncated": truncated, "status": status, "rollout_id": rollout}
     if removed:
         metadata["remove_sample"] = True
     if s.get("label") is not None:

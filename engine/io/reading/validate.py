@@ -24,6 +24,7 @@ import numpy as np
 from engine.batch import TRACE_LENGTHS
 from engine.io.data.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Segment, Trajectory
 from engine.io.reading.coerce import all_finite, as_float
+from engine.io.reading.jsonable import MAX_METADATA_DEPTH
 from engine.io.reading.problems import RecordError
 
 FLOAT_MAX = float(np.finfo(FLOAT_DTYPE).max)
@@ -90,9 +91,6 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
             raise RecordError(f"metadata.{flag}", "expected true or false")
     if why := unwritable(traj.metadata, "metadata"):
         raise RecordError(*why)
-
-
-MAX_METADATA_DEPTH = 64  # nesting of free metadata: orjson writes 254 levels, the standard library ~900
 
 
 def unwritable(value: object, field: str) -> tuple[str, str] | None:

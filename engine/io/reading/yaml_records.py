@@ -12,8 +12,9 @@ twice, as ART's logs do for a system message shared by the trajectories of a gro
 refused: while composing, every node counts one and its text its length, an alias the expanded size of the node
 it names (``YAML_NODES``, ``YAML_TEXT``); past either budget the rest of the document is refused before anything
 more is built, with a problem that names the line. A recursive alias (a node that contains itself) is refused:
-it has no JSON form. Tags that build what JSON has no form for (``!!binary`` bytes, ``!!set``, ``!!omap``,
-``!!pairs``) or that name a Python type refuse their item, with a problem naming the item and the field.
+it has no JSON form. A tag that names a Python type refuses its item. What the safe constructor builds that JSON
+has no form for (``!!binary`` bytes, a ``!!set``, ``!!omap`` / ``!!pairs`` lists of pairs, dates) is made JSON
+with the rest of a trajectory's metadata, each conversion noted (``engine.io.reading.jsonable``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
-from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.nodes import MappingNode, Node, SequenceNode
 from yaml.resolver import Resolver
 
 from engine.io.reading.budgets import declare
@@ -64,8 +65,6 @@ YAML_TEXT = declare(
     "one large text anchored once and aliased thousands of times is gigabytes once rendered; an alias counts as "
     "the text it expands to",
 )
-# Tags the safe constructor turns into what JSON has no form for (bytes, a set, a list of pairs).
-NON_JSON_TAGS = {f"tag:yaml.org,2002:{t}": f"!!{t}" for t in ("binary", "set", "omap", "pairs")}
 SNIFF_DEPTH = 3  # detection composes an item's collections to this depth (item, trajectories, trajectories[0])
 
 try:  # libyaml's parser: ~25 times faster than PyYAML's own on a large log
@@ -86,14 +85,6 @@ class OverBudget(Exception):
     def __init__(self, reason: str, line: int | None):
         super().__init__(reason)
         self.reason, self.line = reason, line
-
-
-class RefusedTag(Exception):
-    """A node whose tag builds what JSON cannot hold."""
-
-    def __init__(self, node: Node, reason: str):
-        super().__init__(reason)
-        self.node, self.reason = node, reason
 
 
 class BudgetComposer(Composer):
@@ -169,12 +160,8 @@ class BudgetComposer(Composer):
                 return node
 
 
-def _refuse_tag(loader, node):
-    raise RefusedTag(node, f"a YAML {NON_JSON_TAGS[node.tag]} value, which JSON has no form for")
-
-
 class BudgetLoader(_Parser, *_PYTHON_PARSER, BudgetComposer, SafeConstructor, Resolver):
-    """Parser (libyaml's when present), ``BudgetComposer``, PyYAML's safe constructor (``NON_JSON_TAGS`` refused)."""
+    """Parser (libyaml's when present), ``BudgetComposer``, PyYAML's safe constructor."""
 
     def __init__(self, stream: bytes, depth: int | None = None):
         if _PYTHON_PARSER:  # pragma: no cover
@@ -193,10 +180,6 @@ class BudgetLoader(_Parser, *_PYTHON_PARSER, BudgetComposer, SafeConstructor, Re
             self.state_generators, self.recursive_objects = [], {}
 
 
-for _tag in NON_JSON_TAGS:
-    BudgetLoader.add_constructor(_tag, _refuse_tag)
-
-
 def looks_like_yaml_list(path: str) -> bool:
     """True if the first non-blank line of ``path`` starts a YAML block sequence (``- ...``)."""
     with open(path, "rb") as f:
@@ -205,26 +188,6 @@ def looks_like_yaml_list(path: str) -> bool:
         head = head[len(BOM) :]
     first = next((line for line in head.splitlines() if line.strip()), b"")
     return first.startswith(b"- ") or first.rstrip() == b"-"
-
-
-def field_path(root: Node, target: Node) -> str | None:
-    """Where ``target`` sits under ``root`` (``trajectories[0].metadata.blob``), the first way found."""
-    stack: list[tuple[Node, str]] = [(root, "")]
-    seen: set[int] = set()
-    while stack:
-        node, path = stack.pop()
-        if node is target:
-            return path.lstrip(".") or None
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, SequenceNode):
-            stack.extend((child, f"{path}[{k}]") for k, child in enumerate(node.value))
-        elif isinstance(node, MappingNode):
-            for key, value in node.value:
-                name = key.value if isinstance(key, ScalarNode) else "?"
-                stack.extend(((value, f"{path}.{name}"), (key, f"{path}.{name}")))
-    return None
 
 
 def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterator[tuple[int | None, str, object]]:
@@ -245,10 +208,6 @@ def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterato
         node = loader.compose_node(None, i)
         try:
             item = loader.construct_item(node)
-        except RefusedTag as err:
-            where = field_path(node, err.node)
-            field = f"[{i}].{where}" if where else f"[{i}]"
-            ctx.problem(err.node.start_mark.line + 1, field, f"{err.reason}; item skipped")
         except yaml.constructor.ConstructorError as err:
             line = err.problem_mark.line + 1 if err.problem_mark else None
             ctx.problem(line, f"[{i}]", f"cannot read this item: {err.problem}; item skipped")
@@ -282,8 +241,6 @@ def iter_yaml_records(
     except OverBudget as err:
         line = err.line + 1 if err.line is not None else None
         ctx.problem(line, None, f"{err.reason}; the rest of the file is not read")
-    except RefusedTag as err:  # the document itself is not a list
-        ctx.problem(err.node.start_mark.line + 1, None, err.reason)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -292,8 +249,3 @@ def iter_yaml_records(
         ctx.problem(None, None, "invalid YAML: nested too deeply")
     finally:
         loader.dispose()
-
-
-def peek_yaml_records(path: str, ctx: LoadContext, count: int) -> list[object]:
-    """The outline of the first ``count`` items (collections below ``SNIFF_DEPTH`` empty): what detection sniffs."""
-    return [rec for _, _, rec in iter_yaml_records(path, ctx, first=count, depth=SNIFF_DEPTH)]
