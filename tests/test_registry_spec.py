@@ -88,3 +88,12 @@ def test_dashboard_run_info_has_a_rule_for_every_need() -> None:
     assert [info.provides(n) for n in NEEDS] == [True, False, False, False, False, False]  # values: a stand-in exists
     with pytest.raises(KeyError):
         info.provides("critic")
+
+
+def test_readme_budget_table_is_made_from_the_registry() -> None:
+    """Every structure budget a reader declares is in the README's security section, with its default and variable."""
+    from engine.io.reading.budgets import BUDGETS, budget_table
+
+    table = "\n".join("  " + line for line in budget_table().splitlines())
+    assert table in README, "README's budget table is stale: paste engine.io.reading.budgets.budget_table() there"
+    assert len(BUDGETS) >= 7 and all(b.env.startswith("CREDITLENS_MAX_") for b in BUDGETS.values())
