@@ -930,7 +930,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--trainer-inputs",
         type=int,
-        default=1000,
+        default=400,
         help="bytes + field inputs of the trainer readers' seeds, each loaded twice (structure, quiet on top)",
     )
     ap.add_argument("--seed", type=int, default=13)
