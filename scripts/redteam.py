@@ -606,7 +606,10 @@ def worker(conn, mem_gb: float, work: str) -> None:
             kind, detail, n = _load_case(case, {} if case.cli else kw, notes, work, load_run)
         finally:
             for k, v in saved_env.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
         conn.send((kind, detail, _peak_mib(), time.perf_counter() - t0, sorted(set(OPENED))[:5], n))
 
 
@@ -719,8 +722,10 @@ class Pool:
         parent, child = self.ctx.Pipe()
         p = self.ctx.Process(target=worker, args=(child, self.mem_gb, self.work), daemon=True)
         p.start()
-        if not parent.poll(600) or parent.recv() != "ready":
-            raise RuntimeError(f"a red-team worker did not start (exit {p.exitcode})")
+        while not parent.poll(1):  # it builds the tokenizer first
+            if not p.is_alive():
+                raise RuntimeError(f"a red-team worker did not start (exit {p.exitcode})")
+        parent.recv()
         return [p, parent, None, 0.0]
 
     def run(self, cases: list[Case], on_done) -> None:
