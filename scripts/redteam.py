@@ -1,28 +1,38 @@
-"""Red-team the loaders: hostile inputs loaded in worker processes, counting crashes, silent changes, reads
-outside the allowed roots and peak memory.
+"""Red-team the loaders: hostile inputs loaded in worker processes, counting hangs, memory deaths, tracebacks,
+quiet changes, reads outside the allowed roots and peak memory.
 
     python scripts/redteam.py                 # the long run (README "Security and limits")
     python scripts/redteam.py --quick         # the CI subset (tests/test_redteam.py)
 
 Every input is loaded the way the dashboard loads a data-directory file (``load_run`` with the server's
-tokenizer roots), in a worker process under an address-space limit (``--mem-gb``), then, if it loaded, batched,
+tokenizer roots; the symlinked run folders the way the command line does, without roots), in a worker process
+under an address-space limit (``--mem-gb``; 4 GiB for the trainer readers' inputs), then, if it loaded, batched,
 credited (GRPO) and saved to JSONL and Parquet. Each outcome is one of:
 
 * ``refused``: a ``ValueError``/``FileNotFoundError`` naming the file;
-* ``reported``: loaded, with problems;
+* ``reported``: loaded, with problems (for an input made from a trainer seed: problems its clean seed has not);
 * ``clean``: loaded without a problem;
-* ``crash``: any other exception, one after loading (batch, credit, save), a worker killed, or a hang
-  (``--timeout``); ``unlocated``: a refusal whose message does not name the file;
-* ``resaved``: the loaded run, saved to JSONL or Parquet and loaded back, is not the same run (a silent change).
+* ``resaved``: the loaded run, saved to JSONL or Parquet and loaded back, is not the same run (a quiet change);
+* ``traceback``: any other exception, one after loading (batch, credit, save) or a worker killed otherwise;
+  ``unlocated``: a refusal whose message does not name the file;
+* ``hang``: no answer within ``--timeout`` (60 s for the trainer readers' inputs);
+* ``memory``: a ``MemoryError`` (raised, or the reason a file was skipped) or a worker killed for memory (SIGKILL,
+  or SIGABRT from a C++ allocation past the address-space limit).
 
 Families: ``bytes`` (truncations, flipped bytes, garbage, duplicated/dropped lines of every seed file) must not
 crash; ``field`` (one invalid value in one field: bad token ids, NaN / 7 in masks, text that does not match its ids,
 wrong types, a 4,000-digit integer, a tokenizer path outside the roots, ...) must be refused or reported: loading
-it ``clean`` is a *silent change*; ``bomb`` (declared sizes far beyond what is stored: deflated zeros in npz/.pt,
+it ``clean`` is a *quiet change*; ``bomb`` (declared sizes far beyond what is stored: deflated zeros in npz/.pt,
 RLE zeros in Parquet, a gzip bomb, a 50 MB record in a JSON array / JSONL line) must be refused or reported within
 the memory limit; ``folder`` (one bad file, upper-case and compressed suffixes, subfolders) must load the good
-files and report the rest. In every case no file outside the input, the package and the caches may be opened
-(a Python audit hook in the worker records every ``open``).
+files and report the rest. The trainer readers (TRL, prime-rl traces and token exports, slime, SkyRL, AReaL, ROLL,
+ART, KG-R1, NeMo Gym) have seeds written by their writer mimics (``tests/writers/``) that feed ``bytes`` and
+``field``, and two families of their own (``scripts/redteam_trainers.py``): ``structure`` (YAML alias bombs, trace
+graphs of 10,000 / 100,000 nodes or a cycle, runaway responses, a pickle of millions of lists, an expanded tensor)
+and ``quiet`` (booleans as token ids, log-probs or advantages, off-type reward columns, overflowing floats, string
+flags, a missing first-record field, metadata JSON cannot hold, a symlink out of a run folder); each such input
+is loaded twice, its format detected and forced. In every case no file outside the input, the package and the
+caches may be opened (a Python audit hook in the worker records every ``open``, symlinks resolved).
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from redteam_case import Case, twice
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -58,16 +70,6 @@ SEED_FILES = (
     "sample_runs/nemo_gym/example_multi_step.jsonl",
 )
 MUST_FLAG = ("field", "bomb", "folder")  # families whose inputs must be refused or reported
-
-
-@dataclass
-class Case:
-    family: str
-    name: str
-    path: str  # what to load (a file or a directory)
-    fmt: str | None = None
-    must_flag: bool = False
-    expect_n: int | None = None  # trajectories a clean load must hold (the good files of a folder)
 
 
 @dataclass
@@ -544,8 +546,9 @@ ALLOWED_PREFIXES: tuple[str, ...] = ()
 def _audit(event: str, args: tuple) -> None:
     if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
         path = os.path.abspath(os.fsdecode(args[0]))
-        if not path.startswith(ALLOWED_PREFIXES):
-            OPENED.append(path)
+        real = os.path.realpath(path)  # a symlink inside the inputs that leads out is a read outside
+        if not real.startswith(ALLOWED_PREFIXES):
+            OPENED.append(path if real == path else f"{path} -> {real}")
 
 
 OPENED: list[str] = []
@@ -571,19 +574,21 @@ def worker(conn, mem_gb: float, work: str) -> None:
     os.environ["CREDITLENS_DATA_DIR"] = work
     import torch
 
-    from engine.config import CreditConfig
-    from engine.credit import compute_credit
-    from engine.io import load_run, save_run
+    from engine.io import load_run
 
     torch.set_num_threads(1)
     kw = _server_kwargs(work)
     global ALLOWED_PREFIXES
     ALLOWED_PREFIXES = (  # the inputs, the code, the caches (the tokenizer's fallback cache under the temp dir)
         *(str(p) + os.sep for p in (Path(work), ROOT, Path(sys.prefix), Path(sys.base_prefix))),
+        *(os.path.realpath(p) + os.sep for p in (work, sys.prefix, sys.base_prefix, os.path.expanduser("~/.cache"))),
         os.path.join(tempfile.gettempdir(), "creditlens-"),
         *("/proc/", "/sys/", "/dev/", os.path.expanduser("~/.cache/"), "/usr/lib/", "/usr/share/", "/etc/ld.so"),
     )
+    load_run(ROOT / SEED_FILES[0], **kw)  # the tokenizer, built once before the first input's clock starts
     sys.addaudithook(_audit)
+    conn.send("ready")
+    seed_notes: dict[tuple[str, str | None], Counter] = {}
     while True:
         try:
             case: Case = conn.recv()
@@ -591,31 +596,82 @@ def worker(conn, mem_gb: float, work: str) -> None:
             return
         OPENED.clear()
         _peak_reset()
+        limit = int(min(case.mem_gb or mem_gb, mem_gb) * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, int(mem_gb * (1 << 30))))
+        saved_env = {k: os.environ.get(k) for k in case.env}
+        os.environ.update(case.env)
         t0 = time.perf_counter()
         try:
-            res = load_run(case.path, fmt=case.fmt, **kw)
-            kind, detail = ("reported", "; ".join(str(p) for p in res.problems[:2])) if res.problems else ("clean", "")
-            try:
-                run = res.run
-                if run.trajectories:
-                    compute_credit(run.to_batch(), CreditConfig(estimator="grpo")).materialize()
-                with tempfile.TemporaryDirectory(dir=work) as tmp:
-                    for out in (Path(tmp) / "out.jsonl", Path(tmp) / "out.parquet"):
-                        save_run(run, out)
-                        if changed := _changed_on_reload(run, out, load_run):
-                            kind, detail = "resaved", f"{out.suffix}: {changed}"
-            except Exception as e:  # noqa: BLE001 - after a load, anything is a crash
-                kind, detail = (
-                    "crash",
-                    f"after load: {type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:],
-                )
-        except (ValueError, FileNotFoundError) as e:
-            named = Path(case.path).name in str(e)
-            kind, detail = ("refused" if named else "unlocated"), str(e)[:300]
-        except BaseException as e:  # noqa: BLE001 - the point is to catch everything
-            kind, detail = "crash", f"{type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:]
-        n = len(res.run.trajectories) if kind in ("clean", "reported", "resaved") else -1
+            notes = _seed_notes(case, seed_notes, kw, load_run)
+            kind, detail, n = _load_case(case, {} if case.cli else kw, notes, work, load_run)
+        finally:
+            for k, v in saved_env.items():
+                if v is None:
+                    del os.environ[k]
+                else:
+                    os.environ[k] = v
         conn.send((kind, detail, _peak_mib(), time.perf_counter() - t0, sorted(set(OPENED))[:5], n))
+
+
+def _problem_key(p) -> tuple:
+    return (p.line, p.field, p.reason.replace(str(p.file), "FILE") if p.file else p.reason)
+
+
+def _seed_notes(case: Case, cache: dict, kw: dict, load_run) -> Counter:
+    """The problems the clean seed of ``case`` loads with (a trainer reader's file-wide notes): a mutated copy that
+    has only these is not flagged."""
+    if case.seed is None:
+        return Counter()
+    key = (case.seed, case.fmt)
+    if key not in cache:
+        cache[key] = Counter(_problem_key(p) for p in load_run(case.seed, fmt=case.fmt, **kw).problems)
+    return cache[key]
+
+
+def _load_case(case: Case, kw: dict, seed_notes: Counter, work: str, load_run) -> tuple[str, str, int]:
+    """Load ``case``, then batch, credit and save what loaded: (outcome kind, detail, trajectories loaded)."""
+    from engine.config import CreditConfig
+    from engine.credit import compute_credit
+    from engine.io import save_run
+
+    try:
+        res = load_run(case.path, fmt=case.fmt, **kw)
+        if any("MemoryError" in p.reason for p in res.problems):  # stopped by the address-space limit, not a check
+            return "memory", "; ".join(str(p) for p in res.problems if "MemoryError" in p.reason)[:300], -1
+        new = Counter(_problem_key(p) for p in res.problems) - seed_notes
+        kind, detail = ("reported", "; ".join(str(p) for p in res.problems[:2])) if new else ("clean", "")
+        if res.problems and not new:
+            detail = "only the seed's own notes"
+        try:
+            run = res.run
+            if run.trajectories:
+                compute_credit(run.to_batch(), CreditConfig(estimator="grpo")).materialize()
+            with tempfile.TemporaryDirectory(dir=work) as tmp:
+                for out in (Path(tmp) / "out.jsonl", Path(tmp) / "out.parquet"):
+                    save_run(run, out)
+                    if changed := _changed_on_reload(run, out, load_run):
+                        kind, detail = "resaved", f"{out.suffix}: {changed}"
+        except Exception as e:  # noqa: BLE001 - after a load, anything is a crash
+            kind, detail = (
+                _error_kind(e),
+                f"after load: {type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:],
+            )
+        return kind, detail, len(res.run.trajectories)
+    except (ValueError, FileNotFoundError) as e:
+        if "MemoryError" in str(e):  # a file skipped for the MemoryError it raised: the limit stopped it
+            return "memory", str(e)[:300], -1
+        named = Path(case.path).name in str(e)
+        return ("refused" if named else "unlocated"), str(e)[:300], -1
+    except BaseException as e:  # noqa: BLE001 - the point is to catch everything
+        return _error_kind(e), f"{type(e).__name__}: {e}"[:300] + "\n" + traceback.format_exc()[-1500:], -1
+
+
+def _error_kind(e: BaseException) -> str:
+    """``memory`` for an allocation the address-space limit refused (Python's or a C++ library's), else
+    ``traceback``."""
+    text = str(e)
+    memory = isinstance(e, MemoryError) or "can't allocate memory" in text or "bad_alloc" in text
+    return "memory" if memory else "traceback"
 
 
 def _changed_on_reload(run, saved: Path, load_run) -> str:
@@ -645,6 +701,15 @@ def _server_kwargs(work: str) -> dict:
     return {}
 
 
+def _ended(dead: bool, exitcode: int | None, limit: float) -> tuple[str, str]:
+    """The outcome of a worker that died or ran past ``limit``: a ``hang``; ``memory`` when killed by SIGKILL (the
+    kernel's out-of-memory killer) or SIGABRT (a C++ allocation past the address-space limit aborts the process);
+    otherwise a ``traceback`` (a segfault, an exit)."""
+    if not dead:
+        return "hang", f"hang over {limit:.0f} s"
+    return ("memory" if exitcode in (-9, -6) else "traceback"), f"worker killed (exit {exitcode})"
+
+
 class Pool:
     """``workers`` worker processes, each restarted after a crash or a hang."""
 
@@ -657,6 +722,10 @@ class Pool:
         parent, child = self.ctx.Pipe()
         p = self.ctx.Process(target=worker, args=(child, self.mem_gb, self.work), daemon=True)
         p.start()
+        while not parent.poll(1):  # it builds the tokenizer first
+            if not p.is_alive():
+                raise RuntimeError(f"a red-team worker did not start (exit {p.exitcode})")
+        parent.recv()
         return [p, parent, None, 0.0]
 
     def run(self, cases: list[Case], on_done) -> None:
@@ -678,10 +747,10 @@ class Pool:
                     except EOFError:
                         pass
                 dead = not s[0].is_alive()
-                late = time.perf_counter() - s[3] > self.timeout
+                limit = s[2].timeout or self.timeout
+                late = time.perf_counter() - s[3] > limit
                 if dead or late:
-                    why = f"worker killed (exit {s[0].exitcode})" if dead else f"hang over {self.timeout:.0f} s"
-                    on_done(Outcome(s[2], "crash", why, seconds=time.perf_counter() - s[3]))
+                    on_done(Outcome(s[2], *_ended(dead, s[0].exitcode, limit), seconds=time.perf_counter() - s[3]))
                     s[0].kill()
                     self.slots[i] = self._start()
 
@@ -695,19 +764,32 @@ class Pool:
 # -------------------------------------------------------------------------------------------------------- main
 
 
-def build_cases(work: Path, rng: random.Random, n: int, bomb_gib: float) -> list[Case]:
+def build_cases(work: Path, rng: random.Random, n: int, bomb_gib: float, n_trainer: int, quick: bool) -> list[Case]:
+    """``n`` bytes + field inputs of the native and verl seeds, ``n_trainer`` of the trainer readers' seeds (each
+    loaded twice: detected and forced), and the bomb, folder, dtype, structure and quiet families on top."""
+    import redteam_trainers as trainers
+
     seeds = make_seeds(work, rng)
+    tseeds = trainers.trainer_seeds(work)
     n_bytes, n_field = n // 2, n - n // 2
+    t_bytes = []
+    for c in bytes_cases(work / "tbytes", [(p, r) for r, p in tseeds.items()], rng, n_trainer // 2):
+        c.reader, c.timeout, c.mem_gb = c.fmt, trainers.HANG_S, trainers.MEM_GB
+        t_bytes += twice(c)
     return [
         *bomb_cases(work, bomb_gib, rng),
+        *trainers.structure_cases(work, tseeds, quick),
         *folder_cases(work, rng),
         *dtype_cases(work, rng),
+        *trainers.quiet_cases(work, tseeds, quick, ROOT / SEED_FILES[0], ROOT / SEED_FILES[2]),
         *field_cases(work, rng, n_field),
+        *trainers.trainer_field_cases(work, tseeds, rng, n_trainer - n_trainer // 2),
         *bytes_cases(work, seeds, rng, n_bytes),
+        *t_bytes,
     ]
 
 
-KINDS = ("refused", "reported", "clean", "crash", "unlocated", "resaved")
+KINDS = ("refused", "reported", "clean", "resaved", "traceback", "unlocated", "hang", "memory")
 
 
 @dataclass
@@ -715,12 +797,30 @@ class Report:
     outcomes: list[Outcome]
     wall: float
 
+    def _kind(self, *kinds: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.kind in kinds]
+
+    @property
+    def hangs(self) -> list[Outcome]:
+        return self._kind("hang")
+
+    @property
+    def memory(self) -> list[Outcome]:
+        return self._kind("memory")
+
+    @property
+    def tracebacks(self) -> list[Outcome]:
+        """Exceptions other than a located refusal, killed workers, refusals that do not name the file."""
+        return self._kind("traceback", "unlocated")
+
     @property
     def crashes(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.kind in ("crash", "unlocated")]
+        return self._kind("traceback", "unlocated", "hang", "memory")
 
     @property
     def silent(self) -> list[Outcome]:
+        """Quiet changes: an input that must be flagged loaded clean, a run not the same once saved and loaded
+        back, a load that did not hold the trajectories it must."""
         return [
             o
             for o in self.outcomes
@@ -737,50 +837,88 @@ class Report:
     def bad(self) -> int:
         return len(self.crashes) + len(self.silent) + len(self.outside)
 
-    def text(self) -> str:
+    def text(self, show: int = 15) -> str:
         by_family: dict[str, Counter] = defaultdict(Counter)
         for o in self.outcomes:
             by_family[o.case.family][o.kind] += 1
-        lines = [f"{'family':8} {'inputs':>7} " + " ".join(f"{k:>9}" for k in KINDS)]
+        lines = [f"{'family':9} {'inputs':>7} " + " ".join(f"{k:>9}" for k in KINDS)]
         for fam, c in sorted(by_family.items()):
-            lines.append(f"{fam:8} {sum(c.values()):>7,} " + " ".join(f"{c[k]:>9,}" for k in KINDS))
+            lines.append(f"{fam:9} {sum(c.values()):>7,} " + " ".join(f"{c[k]:>9,}" for k in KINDS))
         allowed = Counter(
             o.case.name.split(" (")[0] for o in self.outcomes if o.case.family == "field" and o.kind == "clean"
         )
         if allowed:  # inputs that are data, not errors (a huge integer is kept exactly: the reload check says so)
             lines.append("field inputs loaded clean: " + ", ".join(f"{k} ×{v}" for k, v in allowed.most_common()))
+        lines.append("by reader (inputs/bad): " + self._by_reader())
         peak = max(self.outcomes, key=lambda o: o.peak_mib)
         lines += [
             "",
-            f"inputs {len(self.outcomes):,} in {self.wall:.0f} s; crashes {len(self.crashes)}; "
-            f"silent changes {len(self.silent)}; reads outside the roots {len(self.outside)}",
+            f"inputs {len(self.outcomes):,} in {self.wall:.0f} s; hangs {len(self.hangs)}; memory deaths "
+            f"{len(self.memory)}; tracebacks {len(self.tracebacks)}; quiet changes {len(self.silent)}; "
+            f"reads outside the roots {len(self.outside)}",
             f"peak worker memory {peak.peak_mib:,.0f} MiB ({peak.case.family}: {peak.case.name})",
         ]
-        bombs = [o for o in self.outcomes if o.case.family == "bomb"]
-        if bombs:
-            slow = max(bombs, key=lambda o: o.seconds)
-            peak_bomb = max(o.peak_mib for o in bombs)
-            lines.append(f"bombs: peak {peak_bomb:,.0f} MiB, slowest {slow.seconds:.2f} s ({slow.case.name})")
-            for o in bombs:
-                first = o.detail.splitlines()[0][:140] if o.detail else ""
-                lines.append(f"  {o.kind:9} {o.peak_mib:7,.0f} MiB {o.seconds:6.2f} s  {o.case.name}: {first}")
-        for title, items in (("CRASH", self.crashes), ("SILENT", self.silent), ("OUTSIDE", self.outside)):
-            for o in items[:15]:
+        for family in ("bomb", "structure"):
+            lines += self._slowest(family)
+        for title, items in (
+            ("HANG", self.hangs),
+            ("MEMORY", self.memory),
+            ("TRACEBACK", self.tracebacks),
+            ("QUIET", self.silent),
+            ("OUTSIDE", self.outside),
+        ):
+            for o in items[:show]:
+                first = (o.detail.splitlines() or [""])[0][:300] or str(o.outside)
                 lines.append(
                     f"{title}: [{o.case.family}] {o.case.name} ({o.case.path})"
                     + (f" [{o.n} trajectories, {o.case.expect_n} expected]" if o.case.expect_n is not None else "")
-                    + f": {o.detail[:2000] or o.outside}"
+                    + f": {first}"
                 )
+            if len(items) > show:
+                lines.append(f"{title}: ... and {len(items) - show} more")
         return "\n".join(lines)
 
+    def _by_reader(self) -> str:
+        bad = {id(o) for o in (*self.crashes, *self.silent, *self.outside)}
+        total, flagged = Counter(), Counter()
+        for o in self.outcomes:
+            total[o.case.reader or "native/verl"] += 1
+            flagged[o.case.reader or "native/verl"] += id(o) in bad
+        return ", ".join(f"{r} {total[r]:,}/{flagged[r]:,}" for r in sorted(total))
 
-def run_redteam(inputs: int, seed: int, bomb_gib: float, workers: int, mem_gb: float, timeout: float, top: Path):
-    """Write the inputs under ``top/data`` (``outside/`` beside it is what must never be read) and load them all."""
+    def _slowest(self, family: str) -> list[str]:
+        """Each input of ``family`` (bombs, costly structures) with its peak memory and time."""
+        items = [o for o in self.outcomes if o.case.family == family]
+        if not items:
+            return []
+        slow = max(items, key=lambda o: o.seconds)
+        lines = [
+            f"{family}: peak {max(o.peak_mib for o in items):,.0f} MiB, slowest {slow.seconds:.2f} s ({slow.case.name})"
+        ]
+        for o in items:
+            first = o.detail.splitlines()[0][:140] if o.detail else ""
+            lines.append(f"  {o.kind:9} {o.peak_mib:7,.0f} MiB {o.seconds:6.2f} s  {o.case.name}: {first}")
+        return lines
+
+
+def run_redteam(
+    inputs: int,
+    seed: int,
+    bomb_gib: float,
+    workers: int,
+    mem_gb: float,
+    timeout: float,
+    top: Path,
+    trainer_inputs: int = 0,
+    quick: bool = True,
+):
+    """Write the inputs under ``top/data`` (``outside/`` beside it is what must never be read) and load them all.
+    ``quick``: a few inputs of each structure and quiet kind instead of all of them."""
     rng = random.Random(seed)
     work = top / "data"
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cases = build_cases(work, rng, inputs, bomb_gib)
+    cases = build_cases(work, rng, inputs, bomb_gib, trainer_inputs, quick)
     print(f"{len(cases):,} inputs written in {time.perf_counter() - t0:.0f} s under {work}", flush=True)
     outcomes: list[Outcome] = []
     pool = Pool(workers, mem_gb, work, timeout)
@@ -794,20 +932,42 @@ def run_redteam(inputs: int, seed: int, bomb_gib: float, workers: int, mem_gb: f
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inputs", type=int, default=4000, help="bytes + field inputs (bombs, folders, dtypes on top)")
+    ap.add_argument(
+        "--trainer-inputs",
+        type=int,
+        default=400,
+        help="bytes + field inputs of the trainer readers' seeds, each loaded twice (structure, quiet on top)",
+    )
     ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--quick", action="store_true", help="the CI subset: 120 inputs, 0.25 GiB bombs")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="the CI subset: 120 + 40 inputs, 0.25 GiB bombs, a few structures and quiet values",
+    )
     ap.add_argument("--bomb-gib", type=float, default=4.0, help="declared size of the bombs")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--mem-gb", type=float, default=6.0, help="address-space limit of each worker")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds before an input counts as a hang")
     ap.add_argument("--keep", help="keep the generated inputs in this directory")
+    ap.add_argument("--show", type=int, default=15, help="failures listed per kind")
     args = ap.parse_args(argv)
     if args.quick:
         args.inputs, args.bomb_gib = min(args.inputs, 120), min(args.bomb_gib, 0.25)
+        args.trainer_inputs = min(args.trainer_inputs, 40)
     top = Path(args.keep or tempfile.mkdtemp(prefix="clrt-"))  # not "creditlens-": see ALLOWED_PREFIXES
     try:
-        report = run_redteam(args.inputs, args.seed, args.bomb_gib, args.workers, args.mem_gb, args.timeout, top)
-        print(report.text())
+        report = run_redteam(
+            args.inputs,
+            args.seed,
+            args.bomb_gib,
+            args.workers,
+            args.mem_gb,
+            args.timeout,
+            top,
+            args.trainer_inputs,
+            args.quick,
+        )
+        print(report.text(args.show))
         return 1 if report.bad else 0
     finally:
         if not args.keep:
