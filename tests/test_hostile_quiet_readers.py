@@ -189,6 +189,17 @@ def test_verifiers_real_flags_still_decide(verifiers_file, tmp_path):
     assert_rest_unchanged(clean, res, {clean.run.trajectories[0].id})
 
 
+def test_verifiers_episode_ok_not_a_boolean_is_noted_and_the_traces_load(verifiers_file, tmp_path):
+    """prime-rl trains by each trace's ``ok``; an episode's ``ok`` of the wrong type is named, its traces kept."""
+    path, clean = verifiers_file
+    bad = _damage_jsonl(path, tmp_path, 1, lambda ep: ep.__setitem__("ok", "false"))
+    res = load_run(bad)
+    assert problems(res) == [
+        f"{bad}:1: ok: expected true or false, got str 'false'; not used (each trace's ok decides)"
+    ]
+    assert [t.id for t in res.run.trajectories] == [t.id for t in clean.run.trajectories]
+
+
 # ------------------------------------------------------------------------------------------------ prime-rl tokens
 @pytest.fixture(scope="module")
 def tokens_file(tmp_path_factory):
