@@ -165,6 +165,11 @@ def _read_error(err: BaseException) -> str:
     ``BadZipFile``, ``RecursionError``, a library's own error) by its type and message."""
     if _ours(err):
         return str(err)
+    if isinstance(err, MemoryError):  # the budgets (engine.io.reading.budgets, limits) exist to make this unreachable
+        return (
+            "cannot read this file (MemoryError): it ran out of memory in a structure no budget bounds, a CreditLens "
+            "bug worth reporting; the memory it took is freed"
+        )
     detail = (err.strerror if isinstance(err, OSError) else None) or str(err)
     return (
         f"cannot read this file ({type(err).__name__}: {detail})"
