@@ -93,6 +93,9 @@ def _score(value: object) -> float | None:
 
 def eval_convert(rec: object, default_id: str) -> Trajectory:
     rec = require_mapping(rec)
+    missing = sorted(EVAL_KEYS - set(rec))
+    if missing:
+        raise RecordError(missing[0], f"missing (the evaluator writes every one of {', '.join(sorted(EVAL_KEYS))})")
     full = as_str(rec["prompt"], "prompt")
     response = as_str(rec["response"], "response")
     if not response:
