@@ -64,6 +64,8 @@ def _bool_in(value: object) -> bool:
 
 
 NUMERIC_ARRAYS = {"token_ids", "tokens", "logprobs", "rollout_log_probs", "advantages", "loss_mask"}
+NUMERIC_ARRAYS |= {"generation_token_ids", "generation_log_probs", "prompt_token_ids"}  # NeMo Gym
+NUMERIC_ARRAYS |= {"inference_logprobs", "trainer_logprobs", "position_ids"}  # prime-rl token exports
 FLAGS = {"ok", "trainable", "remove_sample", "sampled"}
 
 
@@ -79,7 +81,7 @@ class Pending:
 PENDING_FIXES = (
     Pending(
         "booleans accepted as token ids / log-probs / advantages",
-        ("verifiers_traces", "slime_rollout"),
+        ("verifiers_traces", "slime_rollout", "nemo_gym", "prime_rl_tokens"),
         lambda path, value: _leaf(path) in NUMERIC_ARRAYS and _bool_in(value),
     ),
     Pending(
@@ -161,6 +163,21 @@ def templates(fmt: str) -> tuple:
 
         path, _ = prime_rl.write_step(str(_work(fmt)), 7, GROUPS)
         return tuple(r for r in _lines(path) if r.get("traces") and all(t.get("ok") for t in r["traces"]))
+    if fmt == "nemo_gym":
+        from writers import nemo_gym
+
+        folder = _work(fmt)
+        writes = ("write_hermes", "write_aviary", "write_image_tools", "write_anyswe", "write_conversation_sim")
+        return tuple(r for name in writes for r in _lines(getattr(nemo_gym, name)(folder).path))
+    if fmt == "prime_rl_tokens":
+        from test_io_writer_prime_rl_tokens import samples
+        from writers.prime_rl_tokens import write_run
+
+        s = samples()
+        root = write_run(
+            _work(fmt), {3: {0: [[s["single"], s["untrained"], s["tool"]], [s["tied"]]], 1: [[s["nan_prompt"]]]}}
+        )
+        return tuple(r for f in sorted(Path(root).rglob("*.jsonl")) for r in _lines(f))
     if fmt == "roll_rollout":
         path, _, _ = roll.write_step(tok, _work(fmt))
         (cols,) = _lines(path)
@@ -197,6 +214,10 @@ def retag(fmt: str, rec: object, k: int) -> object:
             trace["id"] = f"ep-{k}/trace-{t}"
     elif fmt == "slime_rollout":
         rec["index"] = k
+    elif fmt == "nemo_gym" and "_ng_rollout_index" in rec:
+        rec["_ng_rollout_index"] = k
+    elif fmt == "prime_rl_tokens":
+        rec["export_sequence_idx"] = k
     return rec
 
 
@@ -247,10 +268,10 @@ def corrupt(draw, fmt: str, rec: object, values=NASTY_VALUES) -> tuple[object, s
 @st.composite
 def records(draw, fmt: str, count: int | None = None) -> list[tuple[object, int | None]]:
     """(record, template index if valid) for one file."""
-    pool = templates(fmt)
+    pool, usable = templates(fmt), sorted(reference(fmt))
     out = []
     for k in range(count or draw(st.integers(1, UNITS))):
-        t = draw(st.integers(0, len(pool) - 1))
+        t = draw(st.sampled_from(usable))
         rec = retag(fmt, pool[t], k)
         if draw(st.integers(0, 2)) == 0:
             out.append((rec, t))
@@ -285,7 +306,10 @@ def _dump(value: object) -> bytes:
 def jsonl(draw, fmt: str, tmp: Path) -> Fuzzed:
     """A JSONL file of template records, corrupted ones, truncated lines, garbage and blank lines."""
     lines, units = [], []
-    for rec, t in draw(records(fmt)):
+    recs = draw(records(fmt))
+    if len(recs) == 1 and _dump(recs[0][0]).startswith(b"["):  # a file of one line `[...]` is a JSON array
+        recs += draw(records(fmt, 1))
+    for rec, t in recs:
         if draw(st.integers(0, 6)) == 0:
             lines.append(b"")
         kind = draw(st.sampled_from(("record",) * 8 + ("truncated", "garbage")))
@@ -382,7 +406,7 @@ def slime_file(draw, tmp: Path) -> Fuzzed:
     """A slime ``.pt`` dump: template samples, corrupted ones (plain values and tensors), a bad rollout id."""
     units, samples = [], []
     for b in range(draw(st.integers(1, UNITS))):
-        t = draw(st.integers(0, len(templates("slime_rollout")) - 1))
+        t = draw(st.sampled_from(sorted(reference("slime_rollout"))))
         s = retag("slime_rollout", templates("slime_rollout")[t], b)
         if draw(st.integers(0, 2)):
             bad, why = draw(corrupt("slime_rollout", s, SLIME_VALUES))
@@ -466,9 +490,16 @@ KEPT = {
     "roll_rollout": (),
     "trl_completions": (),
     "art_yaml": (),
+    "nemo_gym": (
+        "this rollout has 0 action tokens",
+        "the model server returned no token ids",
+        "(aviary collapse_old_env_states)",
+        "rendered as the placeholder",
+    ),
+    "prime_rl_tokens": (),
 }
 # Record-scope problems about the file that skip no record (a slime dump's rollout id, its reward dicts).
-FILE_NOTES = {"slime_rollout": ("rollout_id", "reward")}
+FILE_NOTES = {"slime_rollout": ("rollout_id", "reward"), "nemo_gym": ("mask_sample",)}
 DUPLICATE = "duplicate trajectory id"
 
 
@@ -541,8 +572,8 @@ def reference(fmt: str) -> dict[object, tuple]:
     for traj in res.run.trajectories:
         key = locate(fmt, *where[id(traj)])
         out.setdefault(keys[key], []).append(signature(traj))
-    assert set(out) == set(keys.values()), f"{fmt}: the mimic's own records must all load: {res.problems}"
-    return out
+    assert out, f"{fmt}: none of the mimic's records load: {res.problems}"
+    return out  # the mimic's records that load (the others, e.g. a trace with ok false, are refused on purpose)
 
 
 # ------------------------------------------------------------------------------------------------ checks
@@ -602,7 +633,12 @@ def strict_checks(fmt: str, path: Path, res) -> None:
         strict, _ = load(path, fmt, strict=True)
         assert [t.id for t in strict.run.trajectories] == [t.id for t in res.run.trajectories]
         return
-    first = min(record, key=lambda p: order(fmt, p))
+    orders, last = [], (-1,)
+    for p in record:  # a problem with the whole file comes where it was reported: after the records read before it
+        at = order(fmt, p)
+        last = max(last, at) if at != (-1,) else last
+        orders.append(at if at != (-1,) else (*last, math.inf))
+    first = record[orders.index(min(orders))]
     with pytest.raises(ValueError) as err:
         load(path, fmt, strict=True)
     assert str(err.value) == str(first)
@@ -628,24 +664,24 @@ def check_file(fmt: str, f: Fuzzed, detect: bool = True) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ tests
-JSONL_READERS = ("areal_rollout", "skyrl_eval", "kgr1_eval", "verifiers_traces")
+JSONL_READERS = ("areal_rollout", "skyrl_eval", "kgr1_eval", "verifiers_traces", "nemo_gym", "prime_rl_tokens")
 
 
 @pytest.mark.parametrize("fmt", JSONL_READERS)
-@fuzz(0.4)
+@fuzz()
 @given(data=st.data())
 def test_jsonl_readers_account_for_every_record(tmp_path_factory, fmt, data):
     f = data.draw(jsonl(fmt, tmp_path_factory.mktemp(fmt)), label="file")
     check_file(fmt, f)
 
 
-@fuzz(0.4)
+@fuzz()
 @given(data=st.data())
 def test_roll_rows_are_each_accounted_for(tmp_path_factory, data):
     check_file("roll_rollout", data.draw(roll_file(tmp_path_factory.mktemp("roll")), label="file"))
 
 
-@fuzz(0.4)
+@fuzz()
 @given(data=st.data())
 def test_trl_rows_are_each_accounted_for(tmp_path_factory, data):
     f = data.draw(trl_file(tmp_path_factory.mktemp("trl")), label="file")
@@ -662,13 +698,13 @@ def test_trl_rows_are_each_accounted_for(tmp_path_factory, data):
     check_file("trl_completions", f)
 
 
-@fuzz(0.4)
+@fuzz()
 @given(data=st.data())
 def test_slime_samples_are_each_accounted_for(tmp_path_factory, data):
     check_file("slime_rollout", data.draw(slime_file(tmp_path_factory.mktemp("slime")), label="file"))
 
 
-@fuzz(0.4)
+@fuzz()
 @given(data=st.data())
 def test_art_trajectories_are_each_accounted_for(tmp_path_factory, data):
     check_file("art_yaml", data.draw(art_file(tmp_path_factory.mktemp("art")), label="file"))
@@ -702,3 +738,57 @@ def test_strict_raises_a_problem_reported_inside_a_conversion_as_it_is(tmp_path)
         load_run(path, fmt="verifiers_traces", strict=True)
     assert str(err.value) == str(problem)
     assert str(err.value).startswith(f"{path}:1: traces[0]: ok is false: prime-rl neither trains this trace")
+
+
+def test_art_group_with_a_lone_surrogate_is_a_problem(tmp_path):
+    """YAML's ``\\u`` escapes can write a lone surrogate, which no tokenizer takes: the group holding one is a
+    problem at ``[g]`` and the other groups load (was the whole file refused with a tokenizer's TypeError)."""
+    good, bad = copy.deepcopy(templates("art_yaml")[0]), copy.deepcopy(templates("art_yaml")[1])
+    bad["trajectories"][0]["messages_and_choices"][-1]["message"]["content"] = "x\udfff"
+    path = tmp_path / "0003.yaml"
+    path.write_text(yaml.safe_dump([good, bad]))
+    res = load_run(path, fmt="art_yaml")
+    assert len(res.run) == len(good["trajectories"])
+    record = [p for p in res.problems if p.scope == "record"]
+    assert [(p.field, p.reason) for p in record] == [
+        ("[1]", "text with a lone UTF-16 surrogate (a \\udXXX escape without its pair)")
+    ]
+
+
+SHAPES = [  # (reader, path into the template record, value, the field the problem names)
+    ("verifiers_traces", ("traces",), 5, "traces"),
+    ("verifiers_traces", ("traces", 0, "agent"), "x", "traces[0].agent"),
+    ("verifiers_traces", ("traces", 0, "nodes"), 5, "traces[0].nodes"),
+    ("verifiers_traces", ("traces", 0, "calls"), 1.5, "traces[0].calls"),
+    ("verifiers_traces", ("traces", 0, "metrics"), [[1, 2], [3]], "traces[0].metrics"),
+    ("verifiers_traces", ("traces", 0, "nodes", 0, "message", "role"), {}, "nodes[0].message.role"),
+    ("verifiers_traces", ("traces", 0, "nodes", 2, "parent"), [1], "nodes[2].parent"),
+    ("nemo_gym", ("response", "output", 0, 0, "type"), [[1, 2], [3]], "response.output[0][0].type"),
+    ("nemo_gym", ("responses_create_params", "input", 1, "content", 1, "type"), {}, "content[1].type"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "where", "value", "field_"), SHAPES)
+def test_a_value_of_the_wrong_shape_is_named_where_it_is(tmp_path, fmt, where, value, field_):
+    """Found by fuzzing: values of the wrong shape (a list as a role, an item type or a parent index, a number as
+    the traces list) are a problem naming their field, not a malformed record caught by the safety net."""
+    rec = next(retag(fmt, r, 0) for r in templates(fmt) if _has(r, where))
+    parent = rec
+    for key in where[:-1]:
+        parent = parent[key]
+    parent[where[-1]] = value
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    res = load_run(path, fmt=fmt)
+    (problem,) = [p for p in res.problems if p.scope == "record"]
+    assert problem.line == 1 and problem.field.endswith(field_) and not problem.reason.startswith("malformed")
+    assert len(res.run) == 0
+
+
+def _has(rec: object, where: tuple) -> bool:
+    for key in where:
+        try:
+            rec = rec[key]
+        except (KeyError, IndexError, TypeError):
+            return False
+    return True

@@ -89,9 +89,14 @@ def _node(raw: object, k: int) -> dict:
     mask = as_mask(raw.get("mask", []), f"{f}.mask")
     if len(mask) != len(ids):
         raise RecordError(f"{f}.mask", f"{len(mask)} entries for {len(ids)} token ids")
-    node = {"ids": ids, "mask": mask, "parent": raw.get("parent"), "sampled": bool(raw.get("sampled"))}
+    parent = raw.get("parent")
+    if isinstance(parent, (list, dict)):  # other non-indices are named by _branches, where the chain is followed
+        raise RecordError(f"{f}.parent", f"expected a node index, got {type_name(parent)}")
+    node = {"ids": ids, "mask": mask, "parent": parent, "sampled": bool(raw.get("sampled"))}
     message = raw.get("message")
     node["role"] = message.get("role") if isinstance(message, Mapping) else None
+    if node["role"] is not None and not isinstance(node["role"], str):
+        raise RecordError(f"{f}.message.role", f"expected a role name, got {type_name(node['role'])}")
     n_sampled = int(mask.sum())
     for key in ("logprobs", "advantages", "reference_logprobs"):
         value = raw.get(key)
@@ -244,6 +249,8 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
     if not isinstance(ep, Mapping):
         raise RecordError(None, f"expected an episode object, got {type_name(ep)}")
     traces = ep.get("traces")
+    if traces is not None and not isinstance(traces, list):
+        raise RecordError("traces", f"expected a list of traces, got {type_name(traces)}")
     if not traces:
         errors = [e.get("message") for e in ep.get("errors") or [] if isinstance(e, Mapping)]
         raise RecordError("traces", f"episode without traces (ok={ep.get('ok')}, errors: {errors}); nothing to load")
@@ -256,6 +263,8 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
         if not isinstance(trace, Mapping):
             raise RecordError(f, f"expected a trace object, got {type_name(trace)}")
         agent = trace.get("agent") or {}
+        if not isinstance(agent, Mapping):
+            raise RecordError(f"{f}.agent", f"expected an object, got {type_name(agent)}")
         if not trace.get("ok") or agent.get("trainable") is False:
             why = "ok is false" if not trace.get("ok") else "agent.trainable is false"
             ctx.problem(line, f, f"{why}: prime-rl neither trains this trace nor counts it in its group; skipped")
@@ -268,6 +277,11 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
 
 
 def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext) -> list[Trajectory]:
+    for key, kind in (("nodes", list), ("calls", list), ("metrics", Mapping)):
+        if trace.get(key) and not isinstance(trace[key], kind):
+            raise RecordError(
+                f"{f}.{key}", f"expected {'a list' if kind is list else 'an object'}, got {type_name(trace[key])}"
+            )
     nodes = [_node(raw, k) for k, raw in enumerate(trace.get("nodes") or [])]
     reward, scores, weights = _rewards(trace, f)
     tid = str(trace.get("id", f"{ep_id}/{f}"))

@@ -8,14 +8,33 @@ treats a file as YAML when its first non-blank line starts a block sequence (``-
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import yaml
 
 from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
 from engine.io.reading.records import BOM
 
 PEEK_BYTES = 4096
+_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = "text with a lone UTF-16 surrogate (a \\udXXX escape without its pair)"
+
+
+def _lone_surrogate(value: object) -> bool:
+    """True if a string (or key) in ``value`` holds a lone surrogate, which YAML's ``\\u`` escapes can write and no
+    tokenizer or encoder takes. Each object is visited once, so that aliases shared many times cost nothing."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return True
+        elif isinstance(v, (dict, list)) and id(v) not in seen:
+            seen.add(id(v))
+            stack.extend([*v.keys(), *v.values()] if isinstance(v, dict) else v)
+    return False
 
 
 def looks_like_yaml_list(path: str) -> bool:
@@ -50,4 +69,7 @@ def iter_yaml_records(path: str, ctx: LoadContext) -> Iterator[tuple[int | None,
         ctx.problem(None, None, f"expected a YAML list of records, got {type(doc).__name__}")
         return
     for i, item in enumerate(doc):
+        if _lone_surrogate(item):
+            ctx.log.add_error(ctx.file, None, RecordError(None, LONE_SURROGATE), f"[{i}].")
+            continue
         yield None, f"[{i}].", item
