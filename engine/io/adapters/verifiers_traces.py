@@ -64,7 +64,7 @@ from engine.io.reading.coerce import as_float, as_float_array, as_mask, as_token
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import as_id
 from engine.io.reading.problems import RecordError
-from engine.io.reading.records import iter_json_records
+from engine.io.reading.records import iter_json_records, record_id
 
 NAME = "verifiers_traces"
 LENGTH_STOPS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens", "context_length")
@@ -233,7 +233,7 @@ def trace_lengths(trace: Mapping, nodes: list[dict], f: str) -> dict[str, int]:
     return {"num_output_tokens": output, "num_total_tokens": total, "num_turns": sum(n["sampled"] for n in nodes)}
 
 
-def _group(ep: Mapping, ctx: LoadContext, line: int | None) -> str:
+def _group(ep: Mapping, ctx: LoadContext, line: int | None, prefix: str) -> str:
     group = ep.get("group")
     if isinstance(group, Mapping) and group.get("id") is not None:
         return as_id(group["id"], "group.id")
@@ -241,11 +241,13 @@ def _group(ep: Mapping, ctx: LoadContext, line: int | None) -> str:
     key = task.get("key") or task.get("hash")
     if key is None:
         raise RecordError("group", "no group.id and no task.key/task.hash: the rollout group is unknown")
-    ctx.problem(line, "group", f"no group.id; grouped by task {'key' if task.get('key') else 'hash'} {key!r}")
+    ctx.problem(line, f"{prefix}group", f"no group.id; grouped by task {'key' if task.get('key') else 'hash'} {key!r}")
     return f"task-{key}"
 
 
-def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[Trajectory]:
+def convert(ep: object, line: int | None, ctx: LoadContext, stem: str, prefix: str = "") -> list[Trajectory]:
+    """An episode's trained traces, one trajectory per trainable branch; ``line`` / ``prefix`` (``[i].`` in a JSON
+    array) locate the problems reported about a trace that is skipped or split."""
     if not isinstance(ep, Mapping):
         raise RecordError(None, f"expected an episode object, got {type_name(ep)}")
     traces = ep.get("traces")
@@ -254,7 +256,7 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
     if not traces:
         errors = [e.get("message") for e in ep.get("errors") or [] if isinstance(e, Mapping)]
         raise RecordError("traces", f"episode without traces (ok={ep.get('ok')}, errors: {errors}); nothing to load")
-    group, ep_id = _group(ep, ctx, line), str(ep.get("id", f"{stem}:{line}"))
+    group, ep_id = _group(ep, ctx, line, prefix), str(ep.get("id", record_id(stem, line, prefix)))
     run = ep.get("run")
     work = run.get("work") if isinstance(run, Mapping) else None
     out = []
@@ -267,16 +269,20 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str) -> list[T
             raise RecordError(f"{f}.agent", f"expected an object, got {type_name(agent)}")
         if not trace.get("ok") or agent.get("trainable") is False:
             why = "ok is false" if not trace.get("ok") else "agent.trainable is false"
-            ctx.problem(line, f, f"{why}: prime-rl neither trains this trace nor counts it in its group; skipped")
+            ctx.problem(
+                line, f"{prefix}{f}", f"{why}: prime-rl neither trains this trace nor counts it in its group; skipped"
+            )
             continue
-        out += _trace_rows(trace, f, ep_id, group, line, ctx)
+        out += _trace_rows(trace, f, ep_id, group, line, ctx, prefix)
     if isinstance(work, Mapping):  # the dispatch step and policy span: not the training step (module docstring)
         for traj in out:
             traj.metadata["run_work"] = dict(work)
     return out
 
 
-def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext) -> list[Trajectory]:
+def _trace_rows(
+    trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext, prefix: str = ""
+) -> list[Trajectory]:
     for key, kind in (("nodes", list), ("calls", list), ("metrics", Mapping)):
         if trace.get(key) and not isinstance(trace[key], kind):
             raise RecordError(
@@ -296,7 +302,7 @@ def _trace_rows(trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadC
     if len(paths) > 1:
         ctx.problem(
             line,
-            f,
+            f"{prefix}{f}",
             f"{len(paths)} branches loaded as {len(paths)} trajectories (one per prime-rl training sample); "
             "prime-rl's group baseline counts the trace once",
         )
@@ -350,5 +356,5 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
     _subset_note(Path(path), ctx)
     stem = Path(path).stem
     for line, prefix, rec in iter_json_records(str(path), ctx):
-        for traj in ctx.attempt(line, prefix, convert, rec, line, ctx, stem) or ():
+        for traj in ctx.attempt(line, prefix, convert, rec, line, ctx, stem, prefix) or ():
             yield line, prefix, traj
