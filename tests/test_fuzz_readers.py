@@ -51,6 +51,8 @@ import engine.io.load as loader
 from engine.io import load_run
 from engine.io.detect import detect_format
 from engine.io.load import COMPRESSED
+from engine.io.reading.fields import as_step
+from engine.io.reading.problems import RecordError
 from engine.io.reading.records import BOM
 
 LIMIT_S = 60  # watchdog per load: generous, it only turns a hang into a failure
@@ -831,3 +833,14 @@ def test_prime_rl_episodes_in_a_json_array_are_named_by_item(tmp_path):
     res = load_run(path, fmt="verifiers_traces")
     assert [(p.line, p.field) for p in res.problems if p.scope == "record"] == [(None, "[0].traces[0]")]
     assert [t.id for t in res.run.trajectories] == ["traces[1]/traces[0]"]
+
+
+@pytest.mark.parametrize("text", ["²", "١٢", "1" * 5000, " 7x"])
+def test_a_step_of_digits_int_cannot_read_is_a_problem(text):
+    """Found by fuzzing (a ROLL row's ``global_step`` "²"): a string ``str.isdigit`` accepts but ``int`` refuses or
+    should not read (superscripts, other scripts' digits, more than 4,300 digits) is a step problem, not a
+    malformed record."""
+    with pytest.raises(RecordError) as err:
+        as_step(text, "global_step")
+    assert err.value.field == "global_step" and err.value.reason.startswith("expected a training step")
+    assert as_step(" 12 ", "global_step") == 12
