@@ -513,7 +513,7 @@ KEPT = {
 # Problems that skip part of a record while the rest may load (a prime-rl episode's untrained trace).
 PARTIAL = {"verifiers_traces": ("prime-rl neither trains this trace nor counts it in its group",)}
 # Record-scope problems about the file that skip no record (a slime dump's rollout id, its reward dicts).
-FILE_NOTES = {"slime_rollout": ("rollout_id", "reward"), "nemo_gym": ("mask_sample",)}
+FILE_NOTES = {"slime_rollout": ("rollout_id",), "nemo_gym": ("mask_sample",)}
 DUPLICATE = "duplicate trajectory id"
 
 
@@ -844,3 +844,16 @@ def test_a_step_of_digits_int_cannot_read_is_a_problem(text):
         as_step(text, "global_step")
     assert err.value.field == "global_step" and err.value.reason.startswith("expected a training step")
     assert as_step(" 12 ", "global_step") == 12
+
+
+def test_slime_dict_rewards_are_a_note_strict_loads(tmp_path):
+    """Found by fuzzing: the note that a dump's rewards are dicts skips nothing, so it is run-scope: strict=True
+    loads the file (it raised it, mid-file, as if a record were bad)."""
+    samples = [retag("slime_rollout", s, b) for b, s in enumerate(templates("slime_rollout")[:2])]
+    samples[1]["reward"] = {"acc": 1.0, "fmt": 0.5}
+    path = tmp_path / "3.pt"
+    torch.save({"rollout_id": 3, "samples": samples}, path)
+    res = load_run(path, fmt="slime_rollout")
+    assert [(p.field, p.scope) for p in res.problems] == [("reward", "run")]
+    strict = load_run(path, fmt="slime_rollout", strict=True)
+    assert [t.global_rewards for t in strict.run.trajectories][1] == {"acc": 1.0, "fmt": 0.5}
