@@ -80,6 +80,8 @@ def is_assistant_side(item: object) -> bool:
     if not isinstance(item, Mapping):
         return False
     kind = item.get("type", "message")
+    if not isinstance(kind, str):  # refused where the item is converted (items_to_messages)
+        return False
     return kind in ASSISTANT_KINDS or (kind == "message" and item.get("role", "assistant") == "assistant")
 
 
@@ -98,6 +100,8 @@ def _part_text(part: object, field_: str, notes: Notes) -> str:
     if not isinstance(part, Mapping):
         raise RecordError(field_, f"expected a content part object, got {type_name(part)}")
     kind = part.get("type")
+    if kind is not None and not isinstance(kind, str):
+        raise RecordError(f"{field_}.type", f"expected a content part type name, got {type_name(kind)}")
     value = part.get("refusal") if kind == "refusal" else part.get("text")
     if isinstance(value, str):
         return value
@@ -140,6 +144,8 @@ def items_to_messages(items: Sequence[tuple[str, object]], notes: Notes) -> list
         if not isinstance(item, Mapping):
             raise RecordError(where, f"expected an item object, got {type_name(item)}")
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            raise RecordError(f"{where}.type", f"expected an item type name, got {type_name(kind)}")
         role = item.get("role", "assistant")
         if not isinstance(role, str):
             raise RecordError(f"{where}.role", f"expected a role name, got {type_name(role)}")

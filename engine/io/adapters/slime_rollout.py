@@ -236,8 +236,7 @@ def read(path: Path, ctx: LoadContext) -> Iterator[tuple[int | None, str, Trajec
             ctx.problem(None, f"{prefix}group_index", "no group_index; grouped by prompt token ids")
         if is_dict and not dict_rewards:
             dict_rewards = True
-            ctx.problem(
-                None,
+            ctx.note(  # about the file, skipping nothing: listed, and strict=True does not refuse the file for it
                 "reward",
                 "rewards are dicts: slime trains on reward[--reward-key], which the file does not name; every numeric "
                 "entry is a global component (weight 1 unless CreditConfig.global_weights says otherwise)",

@@ -105,6 +105,8 @@ def _node(raw: object, k: int, trace_field: str) -> dict:
     node = {"ids": ids, "mask": mask, "parent": raw.get("parent"), "sampled": sampled}
     message = raw.get("message")
     node["role"] = message.get("role") if isinstance(message, Mapping) else None
+    if node["role"] is not None and not isinstance(node["role"], str):
+        raise RecordError(f"{f}.message.role", f"expected a role name, got {type_name(node['role'])}")
     n_sampled = int(mask.sum())
     for key in ("logprobs", "advantages", "reference_logprobs"):
         value = raw.get(key)
@@ -283,6 +285,8 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str, prefix: s
     if not isinstance(ep, Mapping):
         raise RecordError(None, f"expected an episode object, got {type_name(ep)}")
     traces = ep.get("traces")
+    if traces is not None and not isinstance(traces, list):
+        raise RecordError("traces", f"expected a list of traces, got {type_name(traces)}")
     if not traces:
         errors = [e.get("message") for e in ep.get("errors") or [] if isinstance(e, Mapping)]
         raise RecordError("traces", f"episode without traces (ok={ep.get('ok')}, errors: {errors}); nothing to load")
@@ -334,6 +338,11 @@ def _untrained(trace: Mapping, f: str) -> str | None:
 def _trace_rows(
     trace: Mapping, f: str, ep_id: str, group: str, line, ctx: LoadContext, prefix: str = ""
 ) -> list[Trajectory]:
+    for key, kind in (("calls", list), ("metrics", Mapping)):
+        if trace.get(key) and not isinstance(trace[key], kind):
+            raise RecordError(
+                f"{f}.{key}", f"expected {'a list' if kind is list else 'an object'}, got {type_name(trace[key])}"
+            )
     raw_nodes = trace.get("nodes") or []
     if not isinstance(raw_nodes, list):
         raise RecordError(f"{f}.nodes", f"expected a list of nodes, got {type_name(raw_nodes)}")

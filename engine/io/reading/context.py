@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from engine.io.reading.problems import UNFORESEEN, ProblemLog, ProgressFn, RecordError, malformed, no_progress
+from engine.io.reading.problems import (
+    UNFORESEEN,
+    ProblemLog,
+    ProgressFn,
+    RecordError,
+    StrictStop,
+    malformed,
+    no_progress,
+)
 
 T = TypeVar("T")
 
@@ -127,6 +135,8 @@ class LoadContext:
             return convert(*args)
         except RecordError as err:
             self.log.add_error(self.file, line, err, prefix)
+        except StrictStop:
+            raise
         except UNFORESEEN as err:
             self.log.add_error(self.file, line, malformed(err), prefix)
         return None

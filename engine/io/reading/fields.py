@@ -33,8 +33,9 @@ def as_id(value: object, field: str) -> str:
 def as_step(value: object, field: str) -> int:
     """A training step as a trainer writes it: a non-negative integer (an integral float, as a Parquet or
     pandas column of steps with a null in it holds them, or a string of digits, also accepted)."""
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
+    digits = value.strip() if isinstance(value, str) else ""
+    if digits.isascii() and digits.isdigit() and len(digits) <= 20:  # not "²", nor thousands of digits int() refuses
+        value = int(digits)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):

@@ -42,6 +42,11 @@ class RecordError(ValueError):
         self.reason = reason
 
 
+class StrictStop(ValueError):
+    """The first record problem of a ``strict`` load (its message ``file:line: field: reason``): it ends the load,
+    so a reader's catch-all for unanticipated failures lets it through unchanged."""
+
+
 @dataclass
 class ProblemLog:
     """Collects problems for one load; with ``strict`` the first record problem raises ``ValueError`` (run-scope
@@ -54,7 +59,7 @@ class ProblemLog:
     def add(self, file: str, line: int | None, field_: str | None, reason: str) -> None:
         problem = Problem(str(file), line, field_, reason)
         if self.strict:
-            raise ValueError(str(problem))
+            raise StrictStop(str(problem))
         self.problems.append(problem)
 
     def note(

@@ -20,6 +20,7 @@ with the rest of a trajectory's metadata, each conversion noted (``engine.io.rea
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 
 import yaml
@@ -35,10 +36,14 @@ from yaml.events import (
     StreamEndEvent,
 )
 from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.parser import Parser
+from yaml.reader import Reader
 from yaml.resolver import Resolver
+from yaml.scanner import Scanner
 
 from engine.io.reading.budgets import declare
 from engine.io.reading.context import LoadContext
+from engine.io.reading.problems import RecordError
 from engine.io.reading.records import BOM
 
 PEEK_BYTES = 4096
@@ -68,15 +73,12 @@ YAML_TEXT = declare(
 SNIFF_DEPTH = 3  # detection composes an item's collections to this depth (item, trajectories, trajectories[0])
 
 try:  # libyaml's parser: ~25 times faster than PyYAML's own on a large log
-    from yaml._yaml import CParser as _Parser
-
-    _PYTHON_PARSER: tuple = ()
+    from yaml._yaml import CParser
 except ImportError:  # pragma: no cover - PyYAML built without libyaml
-    from yaml.parser import Parser as _Parser
-    from yaml.reader import Reader
-    from yaml.scanner import Scanner
-
-    _PYTHON_PARSER = (Reader, Scanner)
+    CParser = None
+# libyaml refuses a ``\\udXXX`` escape (a lone surrogate) as invalid YAML, PyYAML's own parser reads it: a document
+# libyaml stops at with this message is read again by PyYAML's parser from the item it stopped in.
+LIBYAML_ESCAPE = "invalid Unicode character escape code"
 
 
 class OverBudget(Exception):
@@ -160,17 +162,15 @@ class BudgetComposer(Composer):
                 return node
 
 
-class BudgetLoader(_Parser, *_PYTHON_PARSER, BudgetComposer, SafeConstructor, Resolver):
-    """Parser (libyaml's when present), ``BudgetComposer``, PyYAML's safe constructor."""
+class _BudgetLoader(BudgetComposer, SafeConstructor, Resolver):
+    """``BudgetComposer`` and PyYAML's safe constructor over a parser (``CBudgetLoader``, ``PyBudgetLoader``);
+    ``items_done``: the top-level items composed so far."""
 
-    def __init__(self, stream: bytes, depth: int | None = None):
-        if _PYTHON_PARSER:  # pragma: no cover
-            Reader.__init__(self, stream)
-            Scanner.__init__(self)
-        _Parser.__init__(self, stream)
+    def __init__(self, depth: int | None):
         BudgetComposer.__init__(self, depth)
         SafeConstructor.__init__(self)
         Resolver.__init__(self)
+        self.items_done = 0
 
     def construct_item(self, node: Node) -> object:
         """The Python value of top-level item ``node``; the constructor's state is reset if it raises."""
@@ -178,6 +178,48 @@ class BudgetLoader(_Parser, *_PYTHON_PARSER, BudgetComposer, SafeConstructor, Re
             return self.construct_object(node, deep=True)
         finally:
             self.state_generators, self.recursive_objects = [], {}
+
+
+class PyBudgetLoader(Reader, Scanner, Parser, _BudgetLoader):
+    """PyYAML's own parser."""
+
+    def __init__(self, stream: bytes, depth: int | None = None):
+        Reader.__init__(self, stream)
+        Scanner.__init__(self)
+        Parser.__init__(self)
+        _BudgetLoader.__init__(self, depth)
+
+
+if CParser is not None:
+
+    class CBudgetLoader(CParser, _BudgetLoader):
+        """libyaml's parser."""
+
+        def __init__(self, stream: bytes, depth: int | None = None):
+            CParser.__init__(self, stream)
+            _BudgetLoader.__init__(self, depth)
+
+    LOADERS: tuple[type, ...] = (CBudgetLoader, PyBudgetLoader)
+else:  # pragma: no cover
+    LOADERS = (PyBudgetLoader,)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = "text with a lone UTF-16 surrogate (a \\udXXX escape without its pair)"
+
+
+def _lone_surrogate(value: object) -> bool:
+    """True if a string (or key) in ``value`` holds a lone surrogate, which YAML's ``\\u`` escapes can write and no
+    tokenizer or encoder takes. Each object is visited once, so that aliases shared many times cost nothing."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return True
+        elif isinstance(v, (dict, list)) and id(v) not in seen:
+            seen.add(id(v))
+            stack.extend([*v.keys(), *v.values()] if isinstance(v, dict) else v)
+    return False
 
 
 def looks_like_yaml_list(path: str) -> bool:
@@ -190,7 +232,11 @@ def looks_like_yaml_list(path: str) -> bool:
     return first.startswith(b"- ") or first.rstrip() == b"-"
 
 
-def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterator[tuple[int | None, str, object]]:
+def _items(
+    loader: _BudgetLoader, ctx: LoadContext, first: int | None, skip: int = 0
+) -> Iterator[tuple[int | None, str, object]]:
+    """The items of the list ``loader`` reads, each constructed as it is composed; the first ``skip`` are composed
+    and passed over (another loader read them already)."""
     loader.get_event()  # stream start
     if loader.check_event(StreamEndEvent):
         ctx.problem(None, None, "expected a YAML list of records, got an empty document")
@@ -206,6 +252,9 @@ def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterato
         if first is not None and i >= first:
             return
         node = loader.compose_node(None, i)
+        if i < skip:
+            i = loader.items_done = i + 1
+            continue
         try:
             item = loader.construct_item(node)
         except yaml.constructor.ConstructorError as err:
@@ -214,8 +263,11 @@ def _items(loader: BudgetLoader, ctx: LoadContext, first: int | None) -> Iterato
         except (ValueError, OverflowError) as err:  # a tagged or date-like scalar its type rejects: 2024-13-45
             ctx.problem(node.start_mark.line + 1, f"[{i}]", f"cannot read this item: {err}; item skipped")
         else:
-            yield None, f"[{i}].", item
-        i += 1
+            if _lone_surrogate(item):
+                ctx.log.add_error(ctx.file, node.start_mark.line + 1, RecordError(None, LONE_SURROGATE), f"[{i}].")
+            else:
+                yield None, f"[{i}].", item
+        i = loader.items_done = i + 1
     loader.get_event()  # sequence end
     loader.get_event()  # document end
     if not loader.check_event(StreamEndEvent):
@@ -235,17 +287,25 @@ def iter_yaml_records(
         return
     with open(path, "rb") as f:
         raw = f.read()
-    loader = BudgetLoader(raw, depth)
-    try:
-        yield from _items(loader, ctx, first)
-    except OverBudget as err:
-        line = err.line + 1 if err.line is not None else None
-        ctx.problem(line, None, f"{err.reason}; the rest of the file is not read")
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        ctx.problem(line, None, f"invalid YAML: {getattr(err, 'problem', None) or err}")
-    except RecursionError:
-        ctx.problem(None, None, "invalid YAML: nested too deeply")
-    finally:
-        loader.dispose()
+    done = 0
+    for loader_type in LOADERS:
+        loader = loader_type(raw, depth)
+        try:
+            yield from _items(loader, ctx, first, skip=done)
+        except OverBudget as err:
+            line = err.line + 1 if err.line is not None else None
+            ctx.problem(line, None, f"{err.reason}; the rest of the file is not read")
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or str(err)
+            if loader_type is not PyBudgetLoader and LIBYAML_ESCAPE in problem:
+                done = loader.items_done  # PyYAML's parser reads the document again, from the item libyaml stopped in
+                continue
+            mark = getattr(err, "problem_mark", None)
+            line = mark.line + 1 if mark is not None else None
+            rest = "; the rest of the file is not read" if loader.items_done else ""
+            ctx.problem(line, None, f"invalid YAML: {problem}{rest}")
+        except RecursionError:
+            ctx.problem(None, None, "invalid YAML: nested too deeply")
+        finally:
+            loader.dispose()
+        return
