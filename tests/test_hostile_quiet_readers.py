@@ -427,6 +427,22 @@ TRL_COLUMN_CASES = {
 }
 
 
+def test_trl_reward_column_of_numbers_written_as_text_is_named(trl_file, tmp_path):
+    """A text column whose every value reads as a number is a reward column stored as text: named, kept as a logged
+    column; a text column of words (a ``log_extra`` column) stays silent."""
+    path, clean, w = trl_file
+    bad = _rewrite(path, tmp_path, "length", pa.array([str(x) for x in w.rewards["length"]]))
+    res = load_run(bad)
+    assert problems(res)[0] == (
+        f"{bad}: length: every value is a number written as text, where TRL writes its reward columns as floats: a "
+        "reward column stored as text? Not read as a reward; kept in metadata.logged_columns"
+    )
+    assert [t.global_rewards for t in res.run.trajectories] == [{"accuracy": a} for a in w.rewards["accuracy"]]
+    (tmp_path / "words").mkdir()
+    words = _rewrite(path, tmp_path / "words", "length", pa.array([f"about {x}" for x in w.rewards["length"]]))
+    assert not any("length" in p for p in problems(load_run(words)))
+
+
 @pytest.mark.parametrize("kind", list(TRL_COLUMN_CASES))
 def test_trl_reward_column_that_is_not_numbers_is_named(trl_file, tmp_path, kind):
     path, clean, w = trl_file

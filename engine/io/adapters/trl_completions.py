@@ -145,13 +145,38 @@ def _reward_columns(cols: dict[str, list], types: dict[str, object], ctx: LoadCo
     others = [c for c in names if c not in REQUIRED and c not in between]
     rewards = [c for c in between if _is_numeric(types[c])]
     for name in between:
-        if name not in rewards and not _is_text_like(types[name]):
+        if name in rewards:
+            continue
+        if not _is_text_like(types[name]):
             ctx.note(
                 name,
                 f"a column of {types[name]} values where TRL writes its reward columns (a float per row): not read "
                 "as a reward; kept in metadata.logged_columns",
             )
+        elif _numbers_as_text(cols[name]):
+            ctx.note(
+                name,
+                "every value is a number written as text, where TRL writes its reward columns as floats: a reward "
+                "column stored as text? Not read as a reward; kept in metadata.logged_columns",
+            )
     return rewards, [c for c in between if c not in rewards] + others
+
+
+def _numbers_as_text(values: list) -> bool:
+    """True if ``values`` (a text column) holds at least one value and every one that is not null reads as a number:
+    a reward column written as text rather than a ``log_extra`` column of words."""
+    seen = False
+    for value in values:
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return False
+        try:
+            float(value)
+        except ValueError:
+            return False
+        seen = True
+    return seen
 
 
 def _reward_notices(cols: dict[str, list], rewards: list[str], ctx: LoadContext) -> None:
