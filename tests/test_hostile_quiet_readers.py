@@ -443,6 +443,21 @@ def test_trl_reward_column_of_numbers_written_as_text_is_named(trl_file, tmp_pat
     assert not any("length" in p for p in problems(load_run(words)))
 
 
+def test_trl_text_column_before_a_reward_column_is_named(trl_file, tmp_path):
+    """GRPOTrainer.log writes the reward columns, then the log_extra ones: a text column before a reward column is
+    a reward column stored as text, even with a value that is no number."""
+    path, clean, w = trl_file
+    text = ["x", *(str(x) for x in w.rewards["accuracy"][1:])]
+    bad = _rewrite(path, tmp_path, "accuracy", pa.array(text))
+    res = load_run(bad)
+    assert problems(res)[0] == (
+        f"{bad}: accuracy: a column of string values before the reward column 'length', where TRL writes only "
+        "reward columns (floats; its log_extra columns come after them): a reward column stored as another type? "
+        "Not read as a reward; kept in metadata.logged_columns"
+    )
+    assert [t.metadata["logged_columns"]["accuracy"] for t in res.run.trajectories] == text
+
+
 @pytest.mark.parametrize("kind", list(TRL_COLUMN_CASES))
 def test_trl_reward_column_that_is_not_numbers_is_named(trl_file, tmp_path, kind):
     path, clean, w = trl_file

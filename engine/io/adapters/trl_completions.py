@@ -138,16 +138,26 @@ def group_blocks(prompts: list, ctx: LoadContext) -> list[int]:
 
 def _reward_columns(cols: dict[str, list], types: dict[str, object], ctx: LoadContext) -> tuple[list[str], list[str]]:
     """(reward columns, other columns): the numeric columns between ``completion`` and ``advantage`` are rewards.
-    One there of another type than text or booleans (a list, a struct, bytes, a decimal) is no reward TRL wrote: a
-    problem names it, and it is kept with the logged columns, never read as a reward."""
+    A column there that is not numbers is kept with the logged columns, never read as a reward, and named in a
+    problem when it cannot be a ``log_extra`` column: it comes before a reward column (TRL writes the rewards
+    first), it holds what no log_extra column does (a list, a struct, bytes, a decimal), or every value is a number
+    written as text."""
     names = list(cols)
     between = names[names.index("completion") + 1 : names.index("advantage")]
     others = [c for c in names if c not in REQUIRED and c not in between]
     rewards = [c for c in between if _is_numeric(types[c])]
-    for name in between:
+    last_reward = max((between.index(c) for c in rewards), default=-1)
+    for k, name in enumerate(between):
         if name in rewards:
             continue
-        if not _is_text_like(types[name]):
+        if k < last_reward:  # GRPOTrainer.log writes {..., **rewards, **extra, "advantage"}: extras come after rewards
+            ctx.note(
+                name,
+                f"a column of {types[name]} values before the reward column {between[last_reward]!r}, where TRL "
+                "writes only reward columns (floats; its log_extra columns come after them): a reward column "
+                "stored as another type? Not read as a reward; kept in metadata.logged_columns",
+            )
+        elif not _is_text_like(types[name]):
             ctx.note(
                 name,
                 f"a column of {types[name]} values where TRL writes its reward columns (a float per row): not read "
