@@ -458,6 +458,22 @@ def test_trl_text_column_before_a_reward_column_is_named(trl_file, tmp_path):
     assert [t.metadata["logged_columns"]["accuracy"] for t in res.run.trajectories] == text
 
 
+def test_trl_file_without_a_numeric_reward_column_is_named(tmp_path):
+    """A file whose only reward column was written as text has no reward TRL could have trained on: said once."""
+    w = trl.write_completions(
+        str(tmp_path / "w"), 12, [[{"role": "user", "content": "2+2?"}]], [["4", "5"]], {"accuracy": _accuracy}
+    )
+    text = ["x", *(str(x) for x in w.rewards["accuracy"][1:])]
+    bad = _rewrite(Path(w.path), tmp_path, "accuracy", pa.array(text))
+    res = load_run(bad)
+    assert problems(res)[:1] == [
+        f"{bad}: accuracy: no column of numbers between completion and advantage, where TRL writes one float column "
+        "per reward function (columns there: 'accuracy' (string); kept in metadata.logged_columns): the "
+        "trajectories load without rewards"
+    ]
+    assert [t.metadata["logged_columns"]["accuracy"] for t in res.run.trajectories] == text
+
+
 @pytest.mark.parametrize("kind", list(TRL_COLUMN_CASES))
 def test_trl_reward_column_that_is_not_numbers_is_named(trl_file, tmp_path, kind):
     path, clean, w = trl_file

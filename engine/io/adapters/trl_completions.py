@@ -146,7 +146,16 @@ def _reward_columns(cols: dict[str, list], types: dict[str, object], ctx: LoadCo
     between = names[names.index("completion") + 1 : names.index("advantage")]
     others = [c for c in names if c not in REQUIRED and c not in between]
     rewards = [c for c in between if _is_numeric(types[c])]
-    last_reward = max((between.index(c) for c in rewards), default=-1)
+    if not rewards:  # GRPOTrainer needs a reward function, and logs one float column for each
+        held = ", ".join(f"{c!r} ({types[c]})" for c in between) or "none"
+        ctx.note(
+            between[0] if between else "advantage",
+            "no column of numbers between completion and advantage, where TRL writes one float column per reward "
+            f"function (columns there: {held}; kept in metadata.logged_columns): the trajectories load without "
+            "rewards",
+        )
+        return [], between + others
+    last_reward = max(between.index(c) for c in rewards)
     for k, name in enumerate(between):
         if name in rewards:
             continue
