@@ -22,9 +22,7 @@ import json
 import math
 import os
 import re
-import signal
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +33,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_io_support import write_jsonl
+from test_io_support import time_limit, write_jsonl
 
 from engine.io import load_run, save_run
 from engine.io.adapters.rllm import DEFAULT_TRAJ_NAME
@@ -76,25 +74,6 @@ VOCAB = 151_665  # Qwen2.5, the default tokenizer
 ROLES = ("model", "tool", "user", "system", "assistant", "observation", "Environment", "developer")
 MISSING_FIELD = "missing while other trajectories have it"
 KEPT_NOTE = "this rollout has 0 action tokens"  # nemo_gym: a problem about a record that still loads
-
-
-@contextmanager
-def time_limit(seconds: int):
-    """Raise ``TimeoutError`` inside the block after ``seconds`` (SIGALRM; no limit where there is none)."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def fail(signum, frame):
-        raise TimeoutError(f"load did not finish within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ------------------------------------------------------------------------------------------------ values

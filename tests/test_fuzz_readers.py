@@ -43,7 +43,8 @@ import torch
 import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from test_fuzz_loaders import GARBAGE_BYTES, MISSING_FIELD, NASTY_VALUES, damage, fuzz, parses, paths, time_limit
+from test_fuzz_loaders import GARBAGE_BYTES, MISSING_FIELD, NASTY_VALUES, corrupted, damage, fuzz, parses
+from test_io_support import time_limit
 
 import engine.io.load as loader
 from engine.io import load_run
@@ -192,29 +193,6 @@ class Fuzzed:
 
 
 @st.composite
-def corrupt(draw, fmt: str, rec: object, values=NASTY_VALUES) -> object:
-    """``rec`` with one node replaced, deleted or (a list) extended."""
-    rec = copy.deepcopy(rec)
-    path = draw(st.sampled_from(list(paths(rec))))
-    value = draw(values)
-    if not path:
-        return value
-    parent = rec
-    for key in path[:-1]:
-        parent = parent[key]
-    key = path[-1]
-    op = draw(st.sampled_from(("replace", "replace", "delete", "append")))
-    if op == "delete":
-        del parent[key]
-        return rec
-    if op == "append" and isinstance(parent[key], list):
-        parent[key].append(value)
-        return rec
-    parent[key] = value
-    return rec
-
-
-@st.composite
 def records(draw, fmt: str, count: int | None = None) -> list[tuple[object, int | None]]:
     """(record, template index if valid) for one file."""
     pool, usable = templates(fmt), sorted(reference(fmt))
@@ -225,7 +203,7 @@ def records(draw, fmt: str, count: int | None = None) -> list[tuple[object, int 
         if draw(st.integers(0, 2)) == 0:
             out.append((rec, t))
             continue
-        out.append((draw(corrupt(fmt, rec)), None))
+        out.append((draw(corrupted(rec)), None))
     return out
 
 
@@ -279,7 +257,7 @@ def roll_file(draw, tmp: Path) -> Fuzzed:
         cols = {k: [r.get(k) if isinstance(r, dict) else r for r, _ in rows] for k in templates("roll_rollout")[0]}
         whole = draw(st.integers(0, 5)) == 0
         if whole:  # a column-level corruption: a length, a type, a missing column
-            cols = draw(corrupt("roll_rollout", cols))
+            cols = draw(corrupted(cols))
         broken = [not isinstance(r, dict) for r, _ in rows]
         lines.append(_dump(cols))
         groups.add((n, None))
@@ -348,7 +326,7 @@ def slime_file(draw, tmp: Path) -> Fuzzed:
         t = draw(st.sampled_from(sorted(reference("slime_rollout"))))
         s = retag("slime_rollout", templates("slime_rollout")[t], b)
         if draw(st.integers(0, 2)):
-            s, t = draw(corrupt("slime_rollout", s, SLIME_VALUES)), None
+            s, t = draw(corrupted(s, SLIME_VALUES)), None
         samples.append(s)
         units.append(Unit(b, s, t))
     rollout_id = draw(st.one_of(st.just(3), st.sampled_from((None, -1, "3", 2**70, 1.5))))
@@ -374,12 +352,12 @@ def art_file(draw, tmp: Path) -> Fuzzed:
             rec = copy.deepcopy(base["trajectories"][t])
             valid = True
             if draw(st.integers(0, 2)):
-                rec, valid = draw(corrupt("art_yaml", rec, ART_VALUES)), False
+                rec, valid = draw(corrupted(rec, ART_VALUES)), False
             trajs.append(rec)
             units.append(Unit((g, i), rec, (id(base), t) if valid else None, (g, None)))
         group["trajectories"] = trajs
         if draw(st.integers(0, 5)) == 0:
-            group = draw(corrupt("art_yaml", {k: v for k, v in group.items() if k != "trajectories"}))
+            group = draw(corrupted({k: v for k, v in group.items() if k != "trajectories"}))
             if isinstance(group, dict):
                 group["trajectories"] = trajs
             for u in units:
@@ -440,6 +418,7 @@ PARTIAL = {"verifiers_traces": ("prime-rl neither trains this trace nor counts i
 # Record-scope problems about the file that skip no record (a slime dump's rollout id, its reward dicts).
 FILE_NOTES = {"slime_rollout": ("rollout_id",), "nemo_gym": ("mask_sample",)}
 DUPLICATE = "duplicate trajectory id"
+REST_NOT_READ = "the rest of the file is not read"  # a read stopped part-way: what came before it loaded
 
 
 def signature(traj) -> tuple:
@@ -539,7 +518,12 @@ def check_accounting(fmt: str, f: Fuzzed, res, where: dict) -> None:
         trajs = loaded.get(u.key, [])
         named = [p for p in at.get(u.key, []) if not any(k in p.reason for k in kept + partial)]
         parts = [p for p in at.get(u.key, []) if any(k in p.reason for k in partial)]
-        covering = at.get(u.group, []) + at.get(FILE, [])  # a problem with the whole group or file
+        # a problem with the whole group or file; one that stops the read (a YAML error: "the rest of the file is
+        # not read") covers only the records after it, those with no problem of their own
+        rest = [p for p in at.get(FILE, []) if REST_NOT_READ in p.reason]
+        covering = at.get(u.group, []) + [p for p in at.get(FILE, []) if p not in rest]
+        if not trajs and not named and not covering:
+            covering = rest
         if trajs:
             assert not named and not covering, f"{u.key}: loaded and reported: {[str(p) for p in named + covering]}"
         else:
@@ -565,9 +549,10 @@ FILE_END = ("mask_sample",)  # problems with the whole file reported once it is 
 
 def order(fmt: str, p) -> tuple:
     """Where a problem comes in a strict load: its record's place; a problem with the whole file first, or last
-    when it is said once the file is read (``FILE_END``, and the run's missing-field problems)."""
+    when it is said once the file is read (``FILE_END``, the run's missing-field problems) or stops the read part-way
+    (``REST_NOT_READ``: after the records read before it)."""
     key = locate(fmt, p.line, p.field)
-    end = p.field in FILE_END or MISSING_FIELD in p.reason
+    end = p.field in FILE_END or MISSING_FIELD in p.reason or REST_NOT_READ in p.reason
     flat = key if isinstance(key, tuple) else ((math.inf,) if end else (-1,)) if key == FILE else (key,)
     return tuple(-1 if x is None else x for x in flat)
 

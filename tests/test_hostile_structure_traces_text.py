@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import random
-import signal
 import statistics
 import time
-from contextlib import contextmanager
 
 import numpy as np
 import orjson
 import pytest
+from test_io_support import time_limit
 from writers import prime_rl
 from writers.prime_rl import Rollout, Turn
 
@@ -34,25 +33,6 @@ from engine.io.text.tags import split_tagged
 from engine.io.text.tokenize import get_tokenizer
 
 WATCHDOG_S = 120  # generous: it only turns a hang into a failure
-
-
-@contextmanager
-def time_limit(seconds: int = WATCHDOG_S):
-    """Raise ``TimeoutError`` inside the block after ``seconds`` (SIGALRM; no limit where there is none)."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def fail(signum, frame):
-        raise TimeoutError(f"did not finish within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---- trace graphs ------------------------------------------------------------------------------------------------
@@ -79,7 +59,7 @@ def write_trace(tmp_path, nodes: list[dict], name: str = "traces.jsonl"):
 
 
 def load(path):
-    with time_limit():
+    with time_limit(WATCHDOG_S):
         return load_run(path)
 
 
@@ -322,7 +302,7 @@ def test_splitting_is_linear_in_the_text(split, kind):
     """Splitting 1 MB costs at most 10x per byte what 1 KB does (measured: under 1x, since a split has a fixed
     cost; a quadratic split is about 1,000x here)."""
     make = HOSTILE[kind]
-    with time_limit():
+    with time_limit(WATCHDOG_S):
         small = seconds(split, make(SMALL), 2_000) / SMALL
         big = seconds(split, make(BIG), 2) / BIG
     assert big / small < 10, f"{kind}: {big / small:.1f}x the per-byte time of 1 KB"
@@ -390,7 +370,7 @@ def test_loading_hostile_text_is_linear(tmp_path, row, kind):
     for n in (SMALL, BIG):
         paths[n] = tmp_path / f"{n}.jsonl"
         paths[n].write_text(json.dumps(row(HOSTILE[kind](n))) + "\n")
-    with time_limit():
+    with time_limit(WATCHDOG_S):
         small = seconds(load_run, paths[SMALL], 20) / paths[SMALL].stat().st_size
         start = time.perf_counter()
         res = load_run(paths[BIG])

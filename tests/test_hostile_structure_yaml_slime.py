@@ -11,14 +11,13 @@ Each load runs under a watchdog (SIGALRM): a regression hangs no test run.
 
 from __future__ import annotations
 
-import contextlib
 import pickle
 import pickletools
-import signal
 import zipfile
 
 import pytest
 import torch
+from test_io_support import time_limit
 from writers import art, slime
 from writers.slime import Spec
 
@@ -28,25 +27,6 @@ from engine.io.reading.limits import PICKLE_ITEMS, pickle_items
 from engine.io.reading.yaml_records import YAML_NODES, YAML_TEXT
 
 WATCHDOG_S = 60
-
-
-@contextlib.contextmanager
-def watchdog(seconds: int = WATCHDOG_S):
-    """``TimeoutError`` inside the block after ``seconds`` (SIGALRM; no watchdog where there is none)."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def fail(signum, frame):
-        raise TimeoutError(f"did not finish within {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 # ---------------------------------------------------------------------------------------------- ART YAML
@@ -85,13 +65,13 @@ def test_billion_laughs_is_refused_by_the_node_budget_wherever_it_sits(tmp_path,
         "CREDITLENS_MAX_YAML_NODES); refused before it is built; the rest of the file is not read"
     )
     if where == "group_meta":
-        with watchdog(), pytest.raises(ValueError) as err:
+        with time_limit(WATCHDOG_S), pytest.raises(ValueError) as err:
             load_run(path)
         message = str(err.value)
         assert message.startswith(f"cannot detect the format of {path}: {path}:1: the YAML document, aliases ")
         assert tail in message
         return
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path)
     assert len(res.run) == 0
     [problem] = res.problems
@@ -104,7 +84,7 @@ def test_the_node_budget_counts_an_alias_as_the_node_it_names(tmp_path, monkeypa
     path = tmp_path / "0001.yaml"
     path.write_text(art_log(logs=laughs(levels=3)))
     monkeypatch.setenv(YAML_NODES.env, "100")
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path, fmt="art_yaml")
     # the document's list (1), the group mapping (1), "metadata" {} (2), "trajectories" [ (2), the trajectory
     # mapping (1), "logs" (1): 8; the bomb's list (1), l0 (1), l1's list and its 9 aliases of l0 (10): 20; l2's
@@ -130,7 +110,7 @@ def test_one_large_text_aliased_thousands_of_times_is_refused_by_the_text_budget
     path = tmp_path / "0001.yaml"
     path.write_text(doc)
     monkeypatch.setenv(YAML_TEXT.env, "1000000")
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path, fmt="art_yaml")
     assert len(res.run) == 0
     assert [(p.line, p.reason) for p in res.problems] == [
@@ -146,7 +126,7 @@ def test_one_large_text_aliased_thousands_of_times_is_refused_by_the_text_budget
 def test_a_recursive_alias_is_refused(tmp_path):
     path = tmp_path / "0001.yaml"
     path.write_text(art_log(logs="&r [*r]"))
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path, fmt="art_yaml")
     assert [p.reason for p in res.problems] == [
         "recursive YAML alias *r (a node that contains itself); the rest of the file is not read"
@@ -159,7 +139,7 @@ def test_tags_json_cannot_hold_are_converted_and_noted(tmp_path):
     good = art_log()
     with_set = good.replace("    metadata: {}\n", "    metadata: {s: !!set {a}}\n")
     path.write_text(art_log(group_meta="{blob: !!binary aGVsbG8=}") + good + with_set)
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path)
     assert len(res.run) == 3
     assert res.run.trajectories[0].metadata["art_group"] == {"blob": "aGVsbG8="}
@@ -219,7 +199,7 @@ def test_many_empty_lists_are_refused_before_unpickling(tmp_path, monkeypatch):
     with zipfile.ZipFile(path) as z:
         name = next(n for n in z.namelist() if n.endswith("data.pkl"))
     monkeypatch.setenv(PICKLE_ITEMS.env, "10000")
-    with watchdog(), pytest.raises(ValueError) as err:
+    with time_limit(WATCHDOG_S), pytest.raises(ValueError) as err:
         load_run(path)
     assert str(err.value) == (
         f"{path}: member {name!r} holds more than 10,000 items (pickle opcodes), over the 10,000 allowed per "
@@ -252,7 +232,7 @@ def test_an_expanded_loss_mask_is_refused_by_its_dense_size(tmp_path, monkeypatc
     """The issue's 4.6 KB file: ``torch.tensor([1]).expand(2e8)`` stores 8 bytes and is 1.6 GB dense."""
     path = _slime_pt(tmp_path / "7.pt", loss_mask=torch.tensor([1]).expand(int(2e8)))
     monkeypatch.setenv("CREDITLENS_MAX_LOAD_MB", "512")
-    with watchdog():
+    with time_limit(WATCHDOG_S):
         res = load_run(path)
     assert len(res.run) == 0
     assert [str(p) for p in res.problems] == [

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -51,3 +53,23 @@ def native(id_: str, segments: list[dict], **extra) -> dict:
 def ids(tok, text: str) -> list[int]:
     """Token ids of ``text`` with the given tokenizer (no special tokens added)."""
     return np.asarray(tok.encode(text, add_special_tokens=False)).tolist()
+
+
+@contextmanager
+def time_limit(seconds: int):
+    """Raise ``TimeoutError`` inside the block after ``seconds`` (SIGALRM; no limit where there is none): a
+    watchdog that turns a hang into a failure, never a timing assertion."""
+    if not hasattr(signal, "SIGALRM"):
+        yield
+        return
+
+    def fail(signum, frame):
+        raise TimeoutError(f"did not finish within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -291,9 +291,10 @@ def convert(ep: object, line: int | None, ctx: LoadContext, stem: str, prefix: s
         errors = [e.get("message") for e in ep.get("errors") or [] if isinstance(e, Mapping)]
         raise RecordError("traces", f"episode without traces (ok={ep.get('ok')}, errors: {errors}); nothing to load")
     group, ep_id = _group(ep, ctx, line, prefix), str(ep.get("id", record_id(stem, line, prefix)))
-    if not isinstance(ep.get("ok", True), bool):  # prime-rl decides by each trace's ok; the episode's is not used
-        shown = f"{type_name(ep['ok'])} {ep['ok']!r}"[:60]
-        ctx.problem(line, f"{prefix}ok", f"expected true or false, got {shown}; not used (each trace's ok decides)")
+    ok = ep.get("ok")
+    if ok is not None and not isinstance(ok, bool):  # prime-rl decides by each trace's ok; the episode's is unused
+        shown = f"{type_name(ok)} {ok!r}"[:60]
+        ctx.note(f"{prefix}ok", f"expected true or false, got {shown}; not used (each trace's ok decides)", line)
     run = ep.get("run")
     work = run.get("work") if isinstance(run, Mapping) else None
     out = []

@@ -5,9 +5,8 @@ a per-token array's length differs from the segment's token count, a per-token v
 ``metadata.reward_baseline`` is non-finite or beyond float32 (the batch is float32), ``metadata.trace_lengths``
 is not an object of integer counts ≥ 0 within float32's range (``engine.batch.TRACE_LENGTHS``), a token id
 (response or prompt) is outside the tokenizer's vocabulary, the response has zero tokens,
-``metadata.exclude_from_loss`` (it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean, or the
-free metadata could not be saved (``unwritable``: nested deeper than 64 levels, or an object key that is not a
-string).
+or ``metadata.exclude_from_loss`` (it zeroes the row's action mask) or ``metadata.truncated`` is not a boolean. That
+the free metadata can be saved is made sure before, by the loader (``engine.io.reading.jsonable.plain``).
 
 ``text_mismatches`` finds segments whose token ids decode to other text than the text the file gave with them
 (the loader notes each, keeping the record: credit is computed on the ids).
@@ -24,7 +23,6 @@ import numpy as np
 from engine.batch import TRACE_LENGTHS
 from engine.io.data.model import FLOAT_DTYPE, PER_TOKEN_FIELDS, ROLE_CODES, Segment, Trajectory
 from engine.io.reading.coerce import all_finite, as_float
-from engine.io.reading.jsonable import MAX_METADATA_DEPTH
 from engine.io.reading.problems import RecordError
 
 FLOAT_MAX = float(np.finfo(FLOAT_DTYPE).max)
@@ -89,34 +87,6 @@ def validate_trajectory(traj: Trajectory, vocab_size: int | None = None) -> None
     for flag in ("exclude_from_loss", "truncated"):  # a "no" or a 2 must not quietly count as true
         if not isinstance(traj.metadata.get(flag, False), bool):
             raise RecordError(f"metadata.{flag}", "expected true or false")
-    if why := unwritable(traj.metadata, "metadata"):
-        raise RecordError(*why)
-
-
-def unwritable(value: object, field: str) -> tuple[str, str] | None:
-    """``(field, reason)`` for free metadata that a saved run could not hold: nested deeper than
-    ``MAX_METADATA_DEPTH`` levels (it loads, then ``save_run`` and the content hash fail on it) or with an object
-    key that is not a string (JSON would turn ``1`` into ``"1"``). None when it can be written. NaN, infinities
-    and integers of any length are written exactly (``native.dumps_record``)."""
-    stack = [(value, field, 0)]
-    while stack:
-        node, where, depth = stack.pop()
-        if depth > MAX_METADATA_DEPTH:
-            return where, f"nested more than {MAX_METADATA_DEPTH} levels deep, which no saved run can hold"
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if not isinstance(k, str):
-                    return where, f"object key {k!r} is not a string"
-                if isinstance(v, (dict, list, tuple)):
-                    stack.append((v, f"{where}.{k}" if depth < 4 else where, depth + 1))
-        elif isinstance(node, (list, tuple)):
-            try:  # a long list of numbers (logged advantages): one C loop, nothing nested
-                math.fsum(node)
-                continue
-            except (TypeError, ValueError, OverflowError):
-                pass
-            stack += [(v, where, depth + 1) for v in node if isinstance(v, (dict, list, tuple))]
-    return None
 
 
 # ------------------------------------------------------------------------------------------------ text vs ids
