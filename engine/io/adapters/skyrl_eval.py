@@ -50,7 +50,7 @@ from engine.io.reading.coerce import as_float, as_float_array, as_str, type_name
 from engine.io.reading.context import LoadContext
 from engine.io.reading.fields import prompt_group_id
 from engine.io.reading.problems import RecordError
-from engine.io.text.tags import split_tagged
+from engine.io.text.tags import split_at, split_tagged
 from engine.io.text.tokenize import encode_many, get_tokenizer
 
 NAME = "skyrl_eval"
@@ -70,16 +70,7 @@ def split_response(text: str) -> list[Segment]:
     """Model / observation segments of a decoded SkyRL response (module docstring)."""
     if "<|im_start|>" not in text:
         return split_tagged(text) or [Segment(role="model", text="")]
-    segs: list[Segment] = []
-    pos = 0
-    for start, end in observations(text):
-        if start > pos:
-            segs.append(Segment(role="model", text=text[pos:start]))
-        segs.append(Segment(role=_observation_role(text[start:end]), text=text[start:end]))
-        pos = end
-    if pos < len(text):
-        segs.append(Segment(role="model", text=text[pos:]))
-    return segs
+    return split_at(text, observations(text), _observation_role)
 
 
 def _closed_block(text: str, at: int) -> int:

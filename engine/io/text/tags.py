@@ -14,7 +14,7 @@ quadratically on such text).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from engine.io.data.model import Segment
 
@@ -63,12 +63,18 @@ def split_tagged(text: str) -> list[Segment]:
     ``"<search>q</search>\\n\\n<information>doc</information>\\n\\n<answer>x</answer>"`` ->
     model ``<search>q</search>``, tool ``\\n\\n<information>doc</information>\\n\\n``, model ``<answer>x</answer>``.
     """
+    return split_at(text, information_blocks(text), lambda block: "tool")
+
+
+def split_at(text: str, blocks: Iterable[tuple[int, int]], role: Callable[[str], str]) -> list[Segment]:
+    """``text`` cut at ``blocks`` (``(start, end)``, in order, not overlapping): each block a segment of
+    ``role(block text)``, the text between and around them ``model`` segments."""
     segs: list[Segment] = []
     pos = 0
-    for start, end in information_blocks(text):
+    for start, end in blocks:
         if start > pos:
             segs.append(Segment(role="model", text=text[pos:start]))
-        segs.append(Segment(role="tool", text=text[start:end]))
+        segs.append(Segment(role=role(text[start:end]), text=text[start:end]))
         pos = end
     if pos < len(text):
         segs.append(Segment(role="model", text=text[pos:]))
