@@ -186,10 +186,10 @@ def check_pickle(path: Path | str) -> None:
     limit = PICKLE_ITEMS.value()
     try:
         with zipfile.ZipFile(path) as z:
-            name = next((n for n in z.namelist() if n.rsplit("/", 1)[-1] == "data.pkl"), None)
-            if name is None:
+            info = next((i for i in z.infolist() if i.filename.rsplit("/", 1)[-1] == "data.pkl"), None)
+            if info is None or info.file_size <= limit:  # an opcode takes a byte at least: no need to count
                 return
-            data = z.read(name)
+            name, data = info.filename, z.read(info)
     except (OSError, zipfile.BadZipFile, ValueError, EOFError, RuntimeError, NotImplementedError) as e:
         raise ValueError(f"{path}: not a readable zip archive ({type(e).__name__}: {e})") from None
     items = pickle_items(data, limit)
