@@ -323,11 +323,13 @@ def timeline_cache_file(folder: Path, cfg: CreditConfig) -> Path:
 
 
 def folder_timeline(folder: Path, cfg: CreditConfig, progress=None) -> TimelineView:
-    """The timeline of a folder run, one step at a time, reusing the disk cache (a live run: only new steps)."""
+    """The timeline of a folder run, one step at a time, reusing the disk cache (a live run: only new steps) and any
+    timeline a job wrote into the folder's ``.creditlens/`` (``python -m engine timeline RUN [--ray …]``)."""
     from dashboard.steps import detect
-    from engine.timeline.store import update_timeline
+    from engine.timeline.store import job_timelines, update_timeline
 
-    tl = update_timeline(folder, {"scheme": cfg}, timeline_cache_file(folder, cfg), progress, detect=detect)
+    cache = timeline_cache_file(folder, cfg)
+    tl = update_timeline(folder, {"scheme": cfg}, cache, progress, seeds=job_timelines(folder), detect=detect)
     return TimelineView(
         pd.DataFrame(tl.rows), tuple(tl.problems), tuple(tl.index.pending), tl.computed, len(tl.index.sources)
     )

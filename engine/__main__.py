@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     tune_allocator()
     try:
         return int(args.handler(args) or 0)
-    except (ValueError, FileNotFoundError, NotImplementedError) as err:  # bad input or scheme: say what, no trace
+    except (ValueError, FileNotFoundError, NotImplementedError, ImportError) as err:  # bad input, scheme or setup
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -1,5 +1,10 @@
 """``python -m engine compute``: per-token credit for every trajectory of a run, written as Parquet (or CSV).
 
+``--out FILE.parquet`` / ``FILE.csv``: one table of the whole run (a run of several steps computes each alone).
+``--out FOLDER`` (no such suffix), or any ``--ray``: a Parquet dataset partitioned by step, written one step
+source at a time (``engine.timeline.tokens``), here or with ``--ray ADDRESS`` on a Ray cluster
+(``engine.timeline.raydata``); both write the same dataset.
+
 Scheme options are generated from ``CreditConfig``'s field declarations (``--estimator gae --gamma 0.99 …``,
 with each field's help, choices and range); ``--scheme FILE.json`` reads a scheme exported by the dashboard, and
 options given on the command line override it.
@@ -97,17 +102,48 @@ def scheme_from_args(args: argparse.Namespace) -> CreditConfig:
     return CreditConfig.from_dict(base)
 
 
+def add_ray_options(parser: argparse.ArgumentParser) -> None:
+    """``--ray ADDRESS`` and ``--gpus-per-step F``, shared by ``compute`` and ``timeline``."""
+    group = parser.add_argument_group("Ray (steps computed on a cluster; pip install 'ray[data]')")
+    group.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        default=None,
+        help="compute the steps with Ray Data on the cluster at ADDRESS (auto, ray://host:10001) or, with 'local', "
+        "on a Ray started on this machine's cores; the output is the same as without it",
+    )
+    group.add_argument(
+        "--gpus-per-step",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="GPUs each step's task asks for (e.g. 0.25); the engine then computes on CUDA. Untested: no GPU here",
+    )
+
+
+def ray_runner_note(args: argparse.Namespace) -> str:
+    if not args.ray:
+        return ""
+    return f" on Ray ({args.ray}" + (f", {args.gpus_per_step:g} GPU per step)" if args.gpus_per_step else ")")
+
+
 def add_compute_parser(sub) -> None:
     p = sub.add_parser(
         "compute",
         help="per-token credit of every trajectory → Parquet/CSV",
         description="Load RUN (any supported format), run the credit scheme, write one row per token.",
     )
-    p.add_argument("run", type=Path, help="run file (native JSONL/Parquet or any supported adapter input)")
-    p.add_argument("--out", type=Path, required=True, help="output .parquet or .csv")
+    p.add_argument("run", type=Path, help="run file or folder (native JSONL/Parquet or any supported adapter input)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output .parquet or .csv (one table), or a folder: a Parquet dataset partitioned by step (step=N/)",
+    )
     p.add_argument("--format", dest="fmt", default=None, help="force an input adapter (default: detect)")
     p.add_argument("--tokenizer", default=None, help="Hugging Face tokenizer name or path (default: Qwen2.5)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: CUDA when available)")
+    add_ray_options(p)
     add_scheme_options(p)
     p.set_defaults(handler=run_compute)
 
@@ -121,6 +157,8 @@ def run_compute(args: argparse.Namespace) -> int:
     from engine.io import load_run
 
     cfg = scheme_from_args(args)
+    if args.ray or args.out.suffix.lower() not in (".parquet", ".csv"):
+        return compute_steps(args, cfg)
     res = load_run(args.run, fmt=args.fmt, tokenizer=args.tokenizer)
     for problem in res.problems:
         print(f"problem: {problem}", file=sys.stderr)
@@ -142,5 +180,39 @@ def run_compute(args: argparse.Namespace) -> int:
         f"wrote {table.num_rows} tokens of {batch.batch_size} trajectories to {args.out} "
         f"({cfg.estimator}, profile {cfg.profile}, {result.device}, {result.seconds * 1000:.1f} ms; "
         f"{len(res.problems)} problem(s))"
+    )
+    return 0
+
+
+def compute_steps(args: argparse.Namespace, cfg: CreditConfig) -> int:
+    """``compute`` into a dataset partitioned by step, here or on Ray; the manifest's problems to stderr."""
+    import functools
+    import time
+
+    from engine.timeline import tokens
+
+    if args.out.suffix.lower() == ".csv":
+        raise ValueError("--ray writes a Parquet dataset: give --out a folder, not a .csv file")
+    start = time.perf_counter()
+    writer = functools.partial(tokens.write_here, device=args.device)
+    if args.ray:
+        from engine.timeline.raydata import connect, write_with_ray
+
+        print(connect(args.ray), file=sys.stderr)
+        writer = functools.partial(write_with_ray, gpus_per_step=args.gpus_per_step)
+    runner = f"ray {args.ray}" if args.ray else "this process"
+    manifest = tokens.compute_dataset(
+        args.run, cfg, args.out, fmt=args.fmt, writer=writer, runner=runner, tokenizer=args.tokenizer
+    )
+    problems = tokens.problems_of(manifest)
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    total = sum(manifest["tokens"].values())
+    if not total:
+        print(f"error: no step could be computed; {args.out / tokens.MANIFEST} lists why", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {total} tokens of {len(manifest['steps'])} step(s) to {args.out}/step=N/{ray_runner_note(args)} "
+        f"({cfg.estimator}, profile {cfg.profile}; {len(problems)} problem(s), {time.perf_counter() - start:.1f}s)"
     )
     return 0

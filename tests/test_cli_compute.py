@@ -78,3 +78,49 @@ def test_bad_scheme_value_is_a_clear_error(tmp_path, capsys):
 def test_missing_run_is_a_clear_error(tmp_path, capsys):
     assert main(["compute", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "x.parquet")]) == 2
     assert "nope.jsonl" in capsys.readouterr().err
+
+
+STEPS = ROOT / "sample_runs" / "search_steps"
+
+
+def test_compute_into_a_folder_writes_each_step_alone_partitioned_by_step(tmp_path, capsys):
+    import os
+    import shutil
+
+    import pandas as pd
+
+    from engine.timeline import tokens
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in (3, 4):
+        shutil.copy(STEPS / f"step_{step:04d}.parquet", run)
+    (run / "step_0005.parquet").write_bytes(b"PAR1\x15\x04")  # a trainer still writing it: no footer yet
+    for f in run.iterdir():
+        os.utime(f, (1_700_000_000, 1_700_000_000))
+    out = tmp_path / "credit"
+    assert main(["compute", str(run), "--out", str(out), "--profile", "search-r1", "--estimator", "grpo"]) == 0
+    err = capsys.readouterr().err
+    assert "step_0005.parquet" in err and "Parquet footer is not written yet" in err
+    assert sorted(p.name for p in out.iterdir()) == ["_creditlens.json", "step=3", "step=4"]
+    table = tokens.read_credit(out)
+    cfg = CreditConfig(profile="search-r1", estimator="grpo")
+    for step in (3, 4):  # each step's tokens are compute_credit's on that step's file alone
+        part = table.filter(table.column("step").to_numpy() == step).drop_columns(["step", "row"])
+        run_s = load_run(STEPS / f"step_{step:04d}.parquet").run
+        batch = run_s.to_batch()
+        _check_table(part, batch, compute_credit(batch, cfg))
+    manifest = tokens.read_manifest(out)
+    assert manifest["tokens"] == {"3": 9545, "4": 8793} and manifest["computed_by"] == "this process"
+    assert [p["file"] for p in manifest["problems"]] == [str(run / "step_0005.parquet")]
+    assert len(pd.read_parquet(out)) == table.num_rows  # pandas reads the hive dataset, not the manifest
+    # a second run replaces the dataset whole: nothing of the first is left beside it
+    (run / "step_0003.parquet").unlink()
+    assert main(["compute", str(run), "--out", str(out), "--estimator", "grpo"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["_creditlens.json", "step=4"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging folder left
+
+
+def test_ray_needs_a_folder_not_a_csv(tmp_path, capsys):
+    assert main(["compute", str(STEPS), "--out", str(tmp_path / "x.csv"), "--ray", "local"]) == 2
+    assert "--ray writes a Parquet dataset" in capsys.readouterr().err

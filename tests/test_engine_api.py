@@ -461,3 +461,15 @@ def test_describe_score_names_the_reduction() -> None:
     assert describe_score("turn_proportional", "mean", True, True, True) == "Σ of turn rewards + global reward − β·KL"
     assert describe_score("as_given", "mean", False, False, False) == "Σ of the run's token scores"
     assert describe_score("uniform", "mean", False, True, False) == "global reward"
+
+
+def test_only_the_ray_runner_imports_ray_and_the_app_does_not_require_it():
+    """``--ray`` is an option of the command line: the engine imports Ray in one module, only when asked for, and
+    the app's requirements leave it out (requirements-dev.txt installs it for the tests)."""
+    imports = engine_imports()
+    assert {p for p, mods in imports.items() if "ray" in mods} == {"engine/timeline/raydata.py"}
+    root = ENGINE_DIR.parent
+    assert not any(line.startswith("ray") for line in (root / "requirements.txt").read_text().splitlines())
+    assert "ray[data]==" in (root / "requirements-dev.txt").read_text()
+    for page in [root / "app.py", *sorted((root / "dashboard").rglob("*.py"))]:
+        assert "import ray" not in page.read_text(), page

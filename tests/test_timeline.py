@@ -20,7 +20,13 @@ from engine.timeline import stats
 from engine.timeline.compute import timeline_rows
 from engine.timeline.index import index_steps, unfinished
 from engine.timeline.stats import StepView
-from engine.timeline.store import read_timeline, update_timeline
+from engine.timeline.store import (
+    job_timeline_file,
+    job_timelines,
+    read_timeline,
+    read_timeline_problems,
+    update_timeline,
+)
 
 GRPO = CreditConfig(profile="verl", estimator="grpo")
 
@@ -258,3 +264,41 @@ def test_update_timeline_reads_back_what_it_wrote(tmp_path):
     assert [r["step"] for r in back] == [4] and back[0]["score_mean"] == first.rows[0]["score_mean"]
     assert math.isnan(back[0]["entropy_mean"])
     assert update_timeline(run, {"g": GRPO}, out).reused == 1
+
+
+def test_the_timeline_file_keeps_each_steps_problems_and_reports_them_when_reused(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_step(run / "step_1.jsonl", [1, 0])
+    with open(run / "step_1.jsonl", "a") as f:  # a record without segments: refused, the rest of the step is read
+        f.write('{"id": "z", "group_id": "a", "prompt": "p"}\n')
+    os.utime(run / "step_1.jsonl", (time.time() - 60,) * 2)
+    (run / "step_2.parquet").write_bytes(b"PAR1 not really parquet PAR1")
+    os.utime(run / "step_2.parquet", (time.time() - 60,) * 2)
+    out = tmp_path / "t.parquet"
+    first = update_timeline(run, {"g": GRPO}, out)
+    assert sorted(Path(p.file).name for p in first.problems) == ["step_1.jsonl", "step_2.parquet"]
+    kept = read_timeline_problems(out)
+    assert sorted(kept) == [("", ""), ("step_1.jsonl", first.rows[0]["stamp"])]
+    again = update_timeline(run, {"g": GRPO}, out)
+    assert again.reused == 1 and again.computed == 0
+    assert [(p.file, p.reason) for p in again.problems] == [(p.file, p.reason) for p in first.problems]
+
+
+def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed_over(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_step(run / "step_1.jsonl", [1, 0])
+    write_step(run / "step_2.jsonl", [1, 1])
+    assert main(["timeline", str(run), "--profile", "verl", "--estimator", "grpo"]) == 0  # into run/.creditlens/
+    job = job_timeline_file(run)
+    assert job_timelines(run) == [job] and [r["step"] for r in read_timeline(job)] == [1, 2]
+    tl = update_timeline(run, {"mine": GRPO}, tmp_path / "cache.parquet", seeds=job_timelines(run))
+    assert (tl.computed, tl.reused) == (0, 2) and {r["scheme"] for r in tl.rows} == {"mine"}
+    other = update_timeline(run, {"rloo": GRPO.replace(estimator="rloo")}, tmp_path / "c2.parquet", seeds=[job])
+    assert other.computed == 2  # another scheme: the job's rows are not its rows
+    table = pq.read_table(job)
+    bad = table.set_column(0, "step", table.column("step").cast("string"))  # a file with the columns, wrong types
+    pq.write_table(bad, job)
+    assert read_timeline(job) == []
+    assert update_timeline(run, {"g": GRPO}, tmp_path / "c3.parquet", seeds=[job]).computed == 2

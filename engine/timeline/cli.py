@@ -1,6 +1,8 @@
-"""``python -m engine timeline RUN --out timeline.parquet [--scheme S.json …] [--<field> …]``: one row per step and
-scheme (``engine.timeline.store``), incremental: with ``--out`` already there, only new or changed steps are
-computed."""
+"""``python -m engine timeline RUN [--out timeline.parquet] [--scheme S.json …] [--<field> …] [--ray ADDRESS]``: one
+row per step and scheme (``engine.timeline.store``), incremental: with ``--out`` already there, only new or changed
+steps are computed. ``--ray`` computes the steps on a Ray cluster (``engine.timeline.raydata``); the file is the
+same. Without ``--out``, a folder run's timeline goes to ``RUN/.creditlens/timeline.parquet``, where the dashboard
+finds it: it opens that run's timeline from it, computing only what it lacks."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.cli_compute import add_scheme_options
+from engine.cli_compute import add_ray_options, add_scheme_options, ray_runner_note
 from engine.config import FIELDS, CreditConfig
 
 
@@ -23,8 +25,15 @@ def add_timeline_parser(sub) -> None:
         "are computed.",
     )
     p.add_argument("run", type=Path, help="run folder (step files / step folders) or one file")
-    p.add_argument("--out", type=Path, required=True, help="output .parquet (read first when it exists)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output .parquet, read first when it exists (default for a run folder: RUN/.creditlens/timeline.parquet, "
+        "which the dashboard reads)",
+    )
     p.add_argument("--format", dest="fmt", default=None, help="force an input adapter (default: detect)")
+    add_ray_options(p)
     add_scheme_options(p, many=True)  # one row per step and scheme
     p.set_defaults(handler=run_timeline)
 
@@ -42,15 +51,26 @@ def schemes_from_args(args: argparse.Namespace) -> dict[str, CreditConfig]:
 
 
 def run_timeline(args: argparse.Namespace) -> int:
-    from engine.timeline.store import update_timeline
+    from engine.timeline.store import job_timeline_file, update_timeline
 
     schemes = schemes_from_args(args)
+    out = args.out
+    if out is None:
+        if not args.run.is_dir():
+            raise ValueError("--out is needed for a run that is one file (a run folder's default is in the folder)")
+        out = job_timeline_file(args.run)
     start = time.perf_counter()
+    runner = None
+    if args.ray:
+        from engine.timeline.raydata import connect, timeline_runner
+
+        print(connect(args.ray), file=sys.stderr)
+        runner = timeline_runner(args.gpus_per_step)
 
     def progress(fraction: float, message: str) -> None:
         print(f"\r{fraction:6.1%} {message}", end="", file=sys.stderr, flush=True)
 
-    tl = update_timeline(args.run, schemes, args.out, progress, fmt=args.fmt)
+    tl = update_timeline(args.run, schemes, out, progress, fmt=args.fmt, runner=runner)
     print(file=sys.stderr)
     for problem in tl.problems:
         print(f"problem: {problem}", file=sys.stderr)
@@ -58,7 +78,8 @@ def run_timeline(args: argparse.Namespace) -> int:
         print(f"pending: {file}: {why}; read once it is complete", file=sys.stderr)
     steps = sorted({r["step"] for r in tl.rows})
     print(
-        f"wrote {len(tl.rows)} rows ({len(steps)} steps × {len(schemes)} scheme(s)) to {args.out}: "
-        f"{tl.computed} step source(s) computed, {tl.reused} reused, {time.perf_counter() - start:.1f}s"
+        f"wrote {len(tl.rows)} rows ({len(steps)} steps × {len(schemes)} scheme(s)) to {out}: "
+        f"{tl.computed} step source(s) computed{ray_runner_note(args)}, {tl.reused} reused, "
+        f"{len(tl.problems)} problem(s), {time.perf_counter() - start:.1f}s"
     )
     return 0 if tl.rows else 1

@@ -42,6 +42,8 @@ KEY_COLUMNS = ("step", "scheme", "scheme_key", "source", "stamp")
 SKIPPED_CHECKS = ("retokenization_mismatch",)
 TIMELINE_CHECKS = tuple(name for name in CHECKS if name not in SKIPPED_CHECKS)
 Progress = Callable[[float, str], None]
+# (job, sources, schemes) -> one SourcePart per source, in any order
+Runner = Callable[["StepJob", "list[StepSource]", "Mapping[str, CreditConfig]"], "Iterator[SourcePart]"]
 
 
 def scheme_key(cfg: CreditConfig) -> str:
@@ -59,6 +61,9 @@ class Timeline:
     computed: int = 0  # step sources computed now
     reused: int = 0  # step sources whose rows came from ``previous``
     problems: list[Problem] = field(default_factory=list)
+    # each source's problems by (source, stamp) (("", ""): the files the index could not read), kept in the
+    # timeline file and reused with the source's rows
+    source_problems: dict[tuple[str, str], list[Problem]] = field(default_factory=dict)
 
 
 def step_rows(run: Run, schemes: Mapping[str, CreditConfig], source: StepSource | None = None) -> Iterator[dict]:
@@ -99,40 +104,107 @@ def timeline_rows(
     fmt: str | None = None,
     settle_s: float = SETTLE_S,
     detect: Callable[[Path], str] | None = None,
+    runner: Runner | None = None,
+    previous_problems: Mapping[tuple[str, str], list[Problem]] | None = None,
     **load_kwargs,
 ) -> Timeline:
     """The timeline of the run at ``path`` under ``schemes`` ({name: config}), reusing ``previous`` rows whose
     (source, stamp, scheme key) are unchanged. ``progress(fraction, message)`` after each source; ``settle_s`` and
-    ``detect`` as ``index_steps`` takes them."""
+    ``detect`` as ``index_steps`` takes them. ``runner``: what computes the sources the cache lacks (default
+    ``run_here``, one after the other in this process; ``engine.timeline.raydata`` runs them on a Ray cluster): the rows
+    are the same, whatever order its parts come back in. ``previous_problems``: the problems of ``previous``'s
+    sources by (source, stamp), reported again with the rows they come with."""
     index = index_steps(path, fmt, settle_s, detect)
     keys = {name: scheme_key(cfg) for name, cfg in schemes.items()}
     cached: dict[tuple[str, str, str], list[dict]] = {}
     for row in previous or []:
         cached.setdefault((row["source"], row["stamp"], row["scheme_key"]), []).append(row)
     out = Timeline(index=index)
-    out.problems += [Problem(str(file), None, None, f"{why}; file skipped") for file, why in index.unreadable]
+    unreadable = [Problem(str(file), None, None, f"{why}; file skipped") for file, why in index.unreadable]
+    out.source_problems["", ""] = unreadable  # the files the index could not read, first
     report = progress or (lambda fraction, message: None)
     total = max(len(index.sources), 1)
-    for n, src in enumerate(index.sources):
+    todo, kept = [], previous_problems or {}
+    for src in index.sources:
         hits = [cached.get((src.key, src.stamp_text, keys[name])) for name in schemes]
         if all(hits):
             out.rows += [dict(r, scheme=name) for name, rows in zip(schemes, hits, strict=True) for r in rows]
+            out.source_problems[src.key, src.stamp_text] = list(kept.get((src.key, src.stamp_text), []))
             out.reused += 1
         else:
-            res = _load(index, src, fmt, load_kwargs)
-            release_free_memory()  # the file's decode buffers, before the batch is built
-            out.problems += res.problems
-            out.rows += list(step_rows(res.run, schemes, src))
-            out.computed += 1
-            del res
-            release_free_memory()  # the step's decode buffers and tensors: the next step starts from the same floor
-        report((n + 1) / total, f"step {src.step if src.step is not None else src.key}: {n + 1} of {total}")
-    order = {name: i for i, name in enumerate(schemes)}
-    out.rows.sort(key=lambda r: (r["step"], order.get(r["scheme"], len(order)), r["source"]))
+            todo.append(src)
+    for n, part in enumerate((runner or run_here)(StepJob(index.root, fmt, load_kwargs), todo, schemes)):
+        out.rows += part.rows
+        out.source_problems[part.source, part.stamp] = part.problems
+        out.computed += 1
+        report((out.reused + n + 1) / total, f"step {part.label}: {out.reused + n + 1} of {total}")
+    out.problems = [p for key in sorted(out.source_problems) for p in out.source_problems[key]]
+    sort_rows(out.rows, schemes)
     return out
 
 
-def _load(index: StepIndex, src: StepSource, fmt: str | None, load_kwargs: dict):
-    if index.root.is_dir():
-        return load_run(index.root, fmt=fmt, files=src.files, **load_kwargs)
-    return load_run(src.files[0], fmt=fmt, **load_kwargs)
+def sort_rows(rows: list[dict], schemes: Mapping[str, CreditConfig]) -> None:
+    """Timeline order, in place: step, then the schemes' order, then source (whoever computed the rows)."""
+    order = {name: i for i, name in enumerate(schemes)}
+    rows.sort(key=lambda r: (r["step"], order.get(r["scheme"], len(order)), r["source"]))
+
+
+@dataclass(frozen=True)
+class StepJob:
+    """What every step source of one run is read with: the run's root (a folder, or one file), the format (None:
+    detected) and ``load_run``'s other options. Plain data: a Ray worker receives it pickled."""
+
+    root: Path
+    fmt: str | None = None
+    load_kwargs: Mapping = field(default_factory=dict)
+
+    def load(self, src: StepSource):
+        """``load_run`` of ``src``'s files alone; ``FileNotFoundError`` for a file gone since the index listed it."""
+        for file in src.files:
+            if not file.exists():
+                raise FileNotFoundError(f"{file}: no longer there (it was when the run was indexed)")
+        if self.root.is_dir():
+            return load_run(self.root, fmt=self.fmt, files=src.files, **self.load_kwargs)
+        return load_run(src.files[0], fmt=self.fmt, **self.load_kwargs)
+
+
+@dataclass
+class SourcePart:
+    """What one step source gives: its rows (timeline rows, or token tables) and its load problems; ``label``
+    names the source in progress messages (its step, or its file); ``source`` and ``stamp`` are its key and stamp."""
+
+    label: str = ""
+    source: str = ""
+    stamp: str = ""
+    rows: list = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def run_here(job: StepJob, sources: list[StepSource], schemes: Mapping[str, CreditConfig]) -> Iterator[SourcePart]:
+    """The timeline's default runner: each source in turn, in this process."""
+    for src in sources:
+        yield source_timeline(job, src, schemes)
+
+
+def source_timeline(job: StepJob, src: StepSource, schemes: Mapping[str, CreditConfig]) -> SourcePart:
+    """The timeline rows of one step source under ``schemes``: load its files, compute each of its steps, let go.
+    The one function the single-process timeline and a Ray job both run on every source."""
+    return guarded(src, lambda run: list(step_rows(run, schemes, src)), job)
+
+
+def guarded(src: StepSource, work: Callable[[Run], list], job: StepJob) -> SourcePart:
+    """Load ``src`` and run ``work`` on its run, memory released before and after. Whatever the load or the work
+    raises besides a scheme's refusal (a file gone meanwhile, a reader's or the engine's error, memory) is a
+    problem naming the source's files, not a failed run: the other steps go on."""
+    part = SourcePart(str(src.step) if src.step is not None else src.key, src.key, src.stamp_text)
+    try:
+        res = job.load(src)
+        release_free_memory()  # the file's decode buffers, before the batch is built
+        part.problems += res.problems
+        part.rows = work(res.run)
+        del res
+    except Exception as e:  # any failure of one step source is reported, the run goes on
+        why = f"could not be computed ({type(e).__name__}: {e}); step skipped"
+        part.problems.append(Problem(", ".join(str(f) for f in src.files), None, None, why))
+    release_free_memory()  # the step's decode buffers and tensors: the next step starts from the same floor
+    return part

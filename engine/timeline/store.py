@@ -13,14 +13,17 @@ something in some step.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.config import CreditConfig
+from engine.io.reading.problems import Problem
 from engine.timeline.compute import KEY_COLUMNS, Progress, Timeline, timeline_rows
 from engine.timeline.stats import QUANTILE_COLUMNS, STATISTICS
 
@@ -34,8 +37,12 @@ def lint_columns(rows: list[dict]) -> list[str]:
     return sorted({k for r in rows for k in r if k.startswith("lint_")})
 
 
-def to_table(rows: list[dict]) -> pa.Table:
-    """The rows as an Arrow table with the columns of the module docstring."""
+PROBLEMS_KEY = b"creditlens.problems"  # the file's metadata: the problems of the steps its rows came from
+
+
+def to_table(rows: list[dict], problems: Mapping[tuple[str, str], list[Problem]] | None = None) -> pa.Table:
+    """The rows as an Arrow table with the columns of the module docstring; ``problems`` ((source, stamp) → its
+    problems; ("", "") for the files the run's index could not read) in its metadata, as JSON."""
     arrays = {}
     for name in COLUMNS:
         values = [r.get(name) for r in rows]
@@ -49,16 +56,20 @@ def to_table(rows: list[dict]) -> pa.Table:
             arrays[name] = pa.array([float("nan") if v is None else float(v) for v in values], type=pa.float64())
     for name in lint_columns(rows):
         arrays[name] = pa.array([int(r.get(name, 0)) for r in rows], type=pa.int64())
-    return pa.table(arrays)
+    listed = [{"source": k[0], "stamp": k[1]} | asdict(p) for k in sorted(problems or {}) for p in problems[k]]
+    return pa.table(arrays).replace_schema_metadata({PROBLEMS_KEY: json.dumps(listed)})
 
 
-def write_timeline(rows: list[dict], path: str | Path) -> None:
-    """Write ``rows`` to ``path`` (Parquet), atomically: a reader never sees half a file."""
+def write_timeline(
+    rows: list[dict], path: str | Path, problems: Mapping[tuple[str, str], list[Problem]] | None = None
+) -> None:
+    """Write ``rows`` (and ``problems``, ``to_table``) to ``path`` (Parquet), atomically: a reader never sees half
+    a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        pq.write_table(to_table(rows), tmp)
+        pq.write_table(to_table(rows, problems), tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -73,9 +84,65 @@ def read_timeline(path: str | Path) -> list[dict]:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException):
         return []
+    want = to_table([]).schema
     if not set(COLUMNS) <= set(table.column_names):  # an older layout: recomputed
         return []
+    if any(table.schema.field(f.name).type != f.type for f in want) or any(
+        table.schema.field(n).type != pa.int64() for n in table.column_names if n.startswith("lint_")
+    ):  # not a timeline this package wrote: recomputed
+        return []
     return table.to_pylist()
+
+
+def read_timeline_problems(path: str | Path) -> dict[tuple[str, str], list[Problem]]:
+    """The problems a timeline file keeps, by (source, stamp) ({} when it keeps none or cannot be read)."""
+    try:
+        meta = pq.read_schema(path).metadata or {}
+        listed = json.loads(meta.get(PROBLEMS_KEY, b"[]"))
+    except (OSError, pa.ArrowException, ValueError):
+        return {}
+    out: dict[tuple[str, str], list[Problem]] = {}
+    for p in listed:
+        key = (p.pop("source"), p.pop("stamp"))
+        out.setdefault(key, []).append(Problem(**p))
+    return out
+
+
+JOB_FOLDER = ".creditlens"  # a run folder's own timelines (hidden: a folder load does not read it)
+SEED_MAX_BYTES = 256 << 20  # a timeline file larger than this is not read as a seed (2,000 steps: a few MB)
+
+
+def job_timeline_file(run: str | Path) -> Path:
+    """Where ``python -m engine timeline RUN`` writes a folder run's timeline when ``--out`` is not given."""
+    return Path(run) / JOB_FOLDER / "timeline.parquet"
+
+
+def job_timelines(run: str | Path) -> list[Path]:
+    """The timeline files a job wrote into the run folder's ``.creditlens/`` (regular files, no links)."""
+    folder = Path(run) / JOB_FOLDER
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return [f for f in sorted(folder.glob("*.parquet")) if f.is_file() and not f.is_symlink()]
+
+
+def seed_rows(files: list[Path], have: list[dict]) -> tuple[list[dict], dict]:
+    """Rows (and their problems) of other timeline files of the same run, for the (source, stamp, scheme key)
+    that ``have`` lacks: a timeline a job computed (on Ray, elsewhere) is reused, not recomputed. A file that is
+    not a timeline, or too large, is passed over."""
+
+    def key(row: dict) -> tuple[str, str, str]:
+        return row["source"], row["stamp"], row["scheme_key"]
+
+    known = {key(r) for r in have}
+    rows, problems = [], {}
+    for file in files:
+        if file.stat().st_size > SEED_MAX_BYTES:
+            continue
+        new = [r for r in read_timeline(file) if key(r) not in known]
+        known |= {key(r) for r in new}
+        rows += new
+        problems = read_timeline_problems(file) | problems
+    return rows, problems
 
 
 def update_timeline(
@@ -83,11 +150,16 @@ def update_timeline(
     schemes: Mapping[str, CreditConfig],
     out: str | Path,
     progress: Progress | None = None,
+    seeds: list[Path] = (),
     **kwargs,
 ) -> Timeline:
-    """The timeline of ``run`` under ``schemes``, reusing what ``out`` holds, written back to ``out``."""
+    """The timeline of ``run`` under ``schemes``, reusing what ``out`` holds, written back to ``out``. ``seeds``:
+    other timeline files of the run (``job_timelines``) whose rows are reused where ``out`` has none."""
     previous = read_timeline(out)
-    timeline = timeline_rows(run, schemes, previous, progress, **kwargs)
-    if timeline.computed or not previous or len(timeline.rows) != len(previous):  # new, changed or gone steps
-        write_timeline(timeline.rows, out)
+    kept = read_timeline_problems(out) if previous else {}
+    more, more_kept = seed_rows([f for f in seeds if Path(f) != Path(out)], previous)
+    previous, kept = previous + more, more_kept | kept
+    timeline = timeline_rows(run, schemes, previous, progress, previous_problems=kept, **kwargs)
+    if timeline.computed or more or not previous or len(timeline.rows) != len(previous):  # new, changed, gone
+        write_timeline(timeline.rows, out, timeline.source_problems)
     return timeline
