@@ -124,3 +124,18 @@ def test_compute_into_a_folder_writes_each_step_alone_partitioned_by_step(tmp_pa
 def test_ray_needs_a_folder_not_a_csv(tmp_path, capsys):
     assert main(["compute", str(STEPS), "--out", str(tmp_path / "x.csv"), "--ray", "local"]) == 2
     assert "--ray writes a Parquet dataset" in capsys.readouterr().err
+
+
+def test_token_texts_are_picked_as_a_per_token_loop_would_with_or_without_holes():
+    import numpy as np
+
+    from engine.export import _texts_at
+
+    rng = np.random.default_rng(0)
+    texts = [[f"{r}:{p}" for p in range(12)] for r in range(6)]
+    keep = rng.random((6, 12)) < 0.7
+    keep[1, :] = False  # a row with no attended token
+    keep[2, :5], keep[2, 5:] = True, False  # a right-padded row: the slice path
+    rows, pos = np.nonzero(keep)
+    assert _texts_at(texts, rows, pos) == [texts[r][p] for r, p in zip(rows, pos, strict=True)]
+    assert _texts_at(texts, rows[:0], pos[:0]) == []
