@@ -8,6 +8,8 @@ and is run from the repository root as a module. The README's Benchmarks section
   ``--server`` (= ``python -m benchmarks.big_server``) measures the real dashboard on it in Chromium.
 * ``python -m benchmarks.timeline``: a 100-step run's whole timeline cold, one new step, peak memory against one
   step's, and the Timeline page's first paint with its cache warm.
+* ``python -m benchmarks.ray_run``: the same run's timeline and per-token dataset in one process and with
+  ``--ray local``: wall time, Ray's overhead, tokens per second per worker, the driver's peak over its idle size.
 * ``python -m benchmarks.dashboard_speed``: interactions, eight concurrent sessions and the cold first paint
   (``first_paint``) of the real dashboard in Chromium; ``wire_session`` drives browserless sessions.
 
