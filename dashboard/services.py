@@ -322,6 +322,28 @@ def timeline_cache_file(folder: Path, cfg: CreditConfig) -> Path:
     return root / f"{folder.name}-{folder_key}" / f"{scheme_key(cfg)}.parquet"
 
 
+def job_schemes(folder: Path) -> dict[str, CreditConfig]:
+    """The schemes of the timelines a job wrote into ``folder/.creditlens/`` (``python -m engine timeline``), by
+    scheme key: the page offers them, and says how the sidebar's differs (only the same scheme's rows are reused)."""
+    from engine.timeline.store import job_timelines, read_timeline_schemes
+
+    return {k: c for f in job_timelines(folder) for k, c in read_timeline_schemes(f).items()}
+
+
+def other_job_scheme(jobs: dict[str, CreditConfig], cfg: CreditConfig) -> CreditConfig | None:
+    """A job's scheme when the run folder holds job timelines but none under ``cfg`` (None otherwise)."""
+    from engine.timeline.compute import scheme_key
+
+    return next(iter(jobs.values())) if jobs and scheme_key(cfg) not in jobs else None
+
+
+def scheme_difference(a: CreditConfig, b: CreditConfig, most: int = 4) -> str:
+    """The fields where ``a`` and ``b`` differ, in words: "value_source: zeros here, None there"."""
+    da, db = a.to_dict(), b.to_dict()
+    diff = [f"{k}: {da[k]!r} here, {db[k]!r} there" for k in da if da[k] != db.get(k)]
+    return "; ".join(diff[:most]) + (f"; {len(diff) - most} more" if len(diff) > most else "")
+
+
 def folder_timeline(folder: Path, cfg: CreditConfig, progress=None) -> TimelineView:
     """The timeline of a folder run, one step at a time, reusing the disk cache (a live run: only new steps) and any
     timeline a job wrote into the folder's ``.creditlens/`` (``python -m engine timeline RUN [--ray …]``)."""

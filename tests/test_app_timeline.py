@@ -152,3 +152,30 @@ def test_a_file_whose_records_name_steps_gets_a_picker(tmp_path):
     no_errors(at)
     assert step_slider(at).value == 8 and at.session_state[K.CONTEXT].info.trajectories == 2
     assert values(next(t for t in main_figure(at)["data"] if t.get("name") == "score mean")["x"]) == [7, 8]
+
+
+def test_the_timeline_opens_a_jobs_timeline_without_computing_and_names_a_scheme_that_differs(data_dir):
+    from engine.__main__ import main
+
+    # the job runs the page's own scheme (the sidebar's export): its rows are the page's
+    at = app({"run": "data:myrun", "page": "timeline", "scheme": "grpo"})
+    sidebar = at.session_state[K.CONTEXT].config
+    scheme = data_dir.parent.parent / "scheme.json"
+    scheme.write_text(json.dumps(sidebar.to_dict()))
+    assert main(["timeline", str(data_dir), "--scheme", str(scheme)]) == 0  # into myrun/.creditlens/
+    at = app({"run": "data:myrun", "page": "timeline", "scheme": "grpo"})
+    no_errors(at)
+    assert any("Nothing computed now: all 3 step file(s)" in c.value for c in at.caption)
+    assert not [i for i in at.info if "A job wrote" in i.value]
+    assert values(main_figure(at)["data"][0]["x"]) == [1, 2, 3]
+    # a job under another scheme: its scheme is offered as the second one, and the page says how they differ
+    assert (
+        main(["timeline", str(data_dir), "--estimator", "rloo", "--out", str(data_dir / ".creditlens" / "t.parquet")])
+        == 0
+    )
+    (data_dir / ".creditlens" / "timeline.parquet").unlink()
+    at = app({"run": "data:myrun", "page": "timeline", "scheme": "grpo"})
+    no_errors(at)
+    (note,) = [i.value for i in at.info if "A job wrote" in i.value]
+    assert "estimator\\: 'grpo' here, 'rloo' there" in note  # md() escapes the colon
+    assert "rloo" in at.selectbox(key=K.TL_OVERLAY).options

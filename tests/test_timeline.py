@@ -17,7 +17,7 @@ from engine import CreditConfig, TrajectoryBatch, compute_credit
 from engine.__main__ import main
 from engine.lint.model import Finding
 from engine.timeline import stats
-from engine.timeline.compute import timeline_rows
+from engine.timeline.compute import scheme_key, timeline_rows
 from engine.timeline.index import index_steps, unfinished
 from engine.timeline.stats import StepView
 from engine.timeline.store import (
@@ -25,6 +25,7 @@ from engine.timeline.store import (
     job_timelines,
     read_timeline,
     read_timeline_problems,
+    read_timeline_schemes,
     update_timeline,
 )
 
@@ -280,6 +281,7 @@ def test_the_timeline_file_keeps_each_steps_problems_and_reports_them_when_reuse
     assert sorted(Path(p.file).name for p in first.problems) == ["step_1.jsonl", "step_2.parquet"]
     kept = read_timeline_problems(out)
     assert sorted(kept) == [("", ""), ("step_1.jsonl", first.rows[0]["stamp"])]
+    assert read_timeline_schemes(out) == {scheme_key(GRPO): GRPO}  # what the rows were computed under
     again = update_timeline(run, {"g": GRPO}, out)
     assert again.reused == 1 and again.computed == 0
     assert [(p.file, p.reason) for p in again.problems] == [(p.file, p.reason) for p in first.problems]

@@ -27,14 +27,20 @@ widgets.heading(
 
 sidebar_code = schemes.encode(ctx.config)
 unmasked = schemes.encode(ctx.config.replace(state_masking=not ctx.config.state_masking))  # the info-mask question
-overlays = ["", *dict.fromkeys(c for c in [ss[K.TL_OVERLAY], unmasked, *ss[K.SCHEMES]] if c and c != sidebar_code)]
+jobs = services.job_schemes(folder) if folder is not None else {}  # timelines a job wrote into the run folder
+job_codes = [schemes.encode(c) for c in jobs.values()]
+overlays = [
+    "",
+    *dict.fromkeys(c for c in [ss[K.TL_OVERLAY], unmasked, *job_codes, *ss[K.SCHEMES]] if c and c != sidebar_code),
+]
 st.selectbox(
     "Second scheme (dashed)",
     overlays,
     key=K.TL_OVERLAY,
     format_func=state.overlay_label,
     help="Drawn dashed over the sidebar scheme, step by step. The list holds the sidebar scheme with state masking "
-    "flipped (does credit land on tool tokens without it?) and the Compare page's schemes.",
+    "flipped (does credit land on tool tokens without it?), the schemes of a timeline a job wrote into the run "
+    "folder (python -m engine timeline) and the Compare page's schemes.",
 )
 chosen = {sidebar_code: ctx.config}
 if ss[K.TL_OVERLAY]:
@@ -129,8 +135,21 @@ if problems or pending:
             st.markdown(md("- {}: {}; read once it is complete", file, why))
         for p in problems[:200]:
             st.markdown(md("- {}", p))
+if (job_cfg := services.other_job_scheme(jobs, ctx.config)) is not None:  # a job's timeline, another scheme
+    st.info(
+        md(
+            "A job wrote this run's timeline (`.creditlens/`) under {}, not under the sidebar's scheme ({}), so "
+            "the sidebar's steps were computed here. Pick the job's scheme as the second scheme to see its rows as "
+            "they are, or run the job with the sidebar's scheme (⤓ Scheme JSON, then `--scheme`).",
+            schemes.encode(job_cfg),
+            services.scheme_difference(ctx.config, job_cfg),
+        )
+    )
 if any(v.computed for v in views.values()):
     computed = max(v.computed for v in views.values())
     cached = first.index_sources - computed
     rest = f"the other {cached} came from the timeline cache" if cached > 0 else "kept in the timeline cache"
     st.caption(f"{computed} step file(s) computed now; {rest}.")
+elif first.index_sources:
+    n = first.index_sources
+    st.caption(f"Nothing computed now: all {n} step file(s) came from the timeline cache or a job's timeline.")

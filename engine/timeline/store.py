@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from engine.config import CreditConfig
 from engine.io.reading.problems import Problem
-from engine.timeline.compute import KEY_COLUMNS, Progress, Timeline, timeline_rows
+from engine.timeline.compute import KEY_COLUMNS, Progress, Timeline, scheme_key, timeline_rows
 from engine.timeline.stats import QUANTILE_COLUMNS, STATISTICS
 
 TEXT_COLUMNS = ("scheme", "scheme_key", "source", "stamp", "error", "notes")
@@ -38,11 +38,17 @@ def lint_columns(rows: list[dict]) -> list[str]:
 
 
 PROBLEMS_KEY = b"creditlens.problems"  # the file's metadata: the problems of the steps its rows came from
+SCHEMES_KEY = b"creditlens.schemes"  # and each scheme's fields, by scheme key
 
 
-def to_table(rows: list[dict], problems: Mapping[tuple[str, str], list[Problem]] | None = None) -> pa.Table:
+def to_table(
+    rows: list[dict],
+    problems: Mapping[tuple[str, str], list[Problem]] | None = None,
+    schemes: Mapping[str, CreditConfig] | None = None,
+) -> pa.Table:
     """The rows as an Arrow table with the columns of the module docstring; ``problems`` ((source, stamp) → its
-    problems; ("", "") for the files the run's index could not read) in its metadata, as JSON."""
+    problems; ("", "") for the files the run's index could not read) and ``schemes`` (each scheme's fields, by its
+    key) in its metadata, as JSON."""
     arrays = {}
     for name in COLUMNS:
         values = [r.get(name) for r in rows]
@@ -57,19 +63,24 @@ def to_table(rows: list[dict], problems: Mapping[tuple[str, str], list[Problem]]
     for name in lint_columns(rows):
         arrays[name] = pa.array([int(r.get(name, 0)) for r in rows], type=pa.int64())
     listed = [{"source": k[0], "stamp": k[1]} | asdict(p) for k in sorted(problems or {}) for p in problems[k]]
-    return pa.table(arrays).replace_schema_metadata({PROBLEMS_KEY: json.dumps(listed)})
+    fields = {scheme_key(cfg): cfg.to_dict() for cfg in (schemes or {}).values()}
+    meta = {PROBLEMS_KEY: json.dumps(listed), SCHEMES_KEY: json.dumps(fields, default=str)}
+    return pa.table(arrays).replace_schema_metadata(meta)
 
 
 def write_timeline(
-    rows: list[dict], path: str | Path, problems: Mapping[tuple[str, str], list[Problem]] | None = None
+    rows: list[dict],
+    path: str | Path,
+    problems: Mapping[tuple[str, str], list[Problem]] | None = None,
+    schemes: Mapping[str, CreditConfig] | None = None,
 ) -> None:
-    """Write ``rows`` (and ``problems``, ``to_table``) to ``path`` (Parquet), atomically: a reader never sees half
-    a file."""
+    """Write ``rows`` (with ``problems`` and ``schemes``, ``to_table``) to ``path`` (Parquet), atomically: a reader
+    never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        pq.write_table(to_table(rows, problems), tmp)
+        pq.write_table(to_table(rows, problems, schemes), tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -94,17 +105,35 @@ def read_timeline(path: str | Path) -> list[dict]:
     return table.to_pylist()
 
 
+def _metadata(path: str | Path, key: bytes, empty: str):
+    try:
+        return json.loads((pq.read_schema(path).metadata or {}).get(key, empty))
+    except (OSError, pa.ArrowException, ValueError):
+        return json.loads(empty)
+
+
 def read_timeline_problems(path: str | Path) -> dict[tuple[str, str], list[Problem]]:
     """The problems a timeline file keeps, by (source, stamp) ({} when it keeps none or cannot be read)."""
-    try:
-        meta = pq.read_schema(path).metadata or {}
-        listed = json.loads(meta.get(PROBLEMS_KEY, b"[]"))
-    except (OSError, pa.ArrowException, ValueError):
-        return {}
     out: dict[tuple[str, str], list[Problem]] = {}
-    for p in listed:
-        key = (p.pop("source"), p.pop("stamp"))
-        out.setdefault(key, []).append(Problem(**p))
+    try:
+        for p in _metadata(path, PROBLEMS_KEY, "[]"):
+            key = (p.pop("source"), p.pop("stamp"))
+            out.setdefault(key, []).append(Problem(**p))
+    except (TypeError, KeyError, AttributeError):  # not what this package writes: no problems kept
+        return {}
+    return out
+
+
+def read_timeline_schemes(path: str | Path) -> dict[str, CreditConfig]:
+    """The schemes a timeline file was computed under, by scheme key ({} when it does not say, or says what is not
+    a scheme)."""
+    out = {}
+    fields = _metadata(path, SCHEMES_KEY, "{}")
+    for key, d in fields.items() if isinstance(fields, dict) else []:
+        try:
+            out[key] = CreditConfig.from_dict(d)
+        except (ValueError, TypeError):
+            continue
     return out
 
 
@@ -160,6 +189,7 @@ def update_timeline(
     more, more_kept = seed_rows([f for f in seeds if Path(f) != Path(out)], previous)
     previous, kept = previous + more, more_kept | kept
     timeline = timeline_rows(run, schemes, previous, progress, previous_problems=kept, **kwargs)
-    if timeline.computed or more or not previous or len(timeline.rows) != len(previous):  # new, changed, gone
-        write_timeline(timeline.rows, out, timeline.source_problems)
+    described = {scheme_key(c) for c in schemes.values()} <= set(read_timeline_schemes(out)) if previous else False
+    if timeline.computed or more or not described or len(timeline.rows) != len(previous):  # new, changed, gone
+        write_timeline(timeline.rows, out, timeline.source_problems, schemes)
     return timeline
