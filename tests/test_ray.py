@@ -180,3 +180,22 @@ def test_the_dashboard_opens_a_ray_job_timeline_without_computing(cluster, run_d
     assert view.frame["advantage_p95"].tolist() == [r["advantage_p95"] for r in written]
     assert [Path(p.file).name for p in view.problems] == [DAMAGED]
     json.dumps(written[0]["turn_credit_share"])  # plain lists, as the page draws them
+
+
+def test_a_step_that_kills_every_worker_is_a_problem_not_a_failed_job(cluster, run_dir, tmp_path, monkeypatch):
+    monkeypatch.setattr(raydata, "MAX_RETRIES", 1)  # two deaths, not four: the test's time
+
+    def always_dies(job, src, *args):
+        if src.step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return (source_timeline if len(args) == 1 else tokens.credit_part)(job, src, *args)
+
+    manifest = tokens.compute_dataset(
+        run_dir, CFG, tmp_path / "out", writer=lambda *a: raydata.write_with_ray(*a, step=always_dies)
+    )
+    assert manifest["steps"] == [1, 2, 4]
+    lost = [p for p in manifest["problems"] if "no result came back" in p["reason"]]
+    assert [Path(p["file"]).name for p in lost] == ["step_0003.parquet"]
+    tl = timeline_rows(run_dir, {"g": CFG}, runner=raydata.timeline_runner(step=always_dies))
+    assert [r["step"] for r in tl.rows] == [1, 2, 4]
+    assert [Path(p.file).name for p in tl.problems if "no result came back" in p.reason] == ["step_0003.parquet"]

@@ -42,6 +42,11 @@ KEY_COLUMNS = ("step", "scheme", "scheme_key", "source", "stamp")
 SKIPPED_CHECKS = ("retokenization_mismatch",)
 TIMELINE_CHECKS = tuple(name for name in CHECKS if name not in SKIPPED_CHECKS)
 Progress = Callable[[float, str], None]
+# a step source whose task gave nothing back (a runner on a cluster: it failed every retry)
+LOST_STEP = (
+    "no result came back: the step's task failed every retry (its worker died each time: out of memory, a crash); "
+    "step skipped"
+)
 # (job, sources, schemes) -> one SourcePart per source, in any order
 Runner = Callable[["StepJob", "list[StepSource]", "Mapping[str, CreditConfig]"], "Iterator[SourcePart]"]
 

@@ -34,7 +34,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.config import CreditConfig
-from engine.timeline.compute import SourcePart, StepJob, source_timeline
+from engine.io.reading.problems import Problem
+from engine.timeline.compute import LOST_STEP, SourcePart, StepJob, source_timeline
 from engine.timeline.index import StepSource
 from engine.timeline.tokens import credit_part, write_receipt
 
@@ -68,7 +69,11 @@ def connect(address: str) -> str:
             )
         else:
             ray.init(address=address, logging_level="WARNING")
-        ray.data.DataContext.get_current().enable_progress_bars = sys.stderr.isatty()
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = sys.stderr.isatty()
+        # a step whose task fails every retry (its worker killed each time: out of memory, a crash) is dropped by
+        # Ray Data instead of failing the job; the driver names it as a problem (``missing_parts``, ``tokens``)
+        context.max_errored_blocks = -1
     cpus = ray.cluster_resources().get("CPU", 0)
     gpus = ray.cluster_resources().get("GPU", 0)
     return f"Ray {ray.__version__} at {address}: {cpus:g} CPU(s), {gpus:g} GPU(s)"
@@ -116,10 +121,23 @@ def timeline_runner(gpus_per_step: float = 0.0, step: Callable = source_timeline
             return
         kwargs = {"job": job, "schemes": dict(schemes), "step": step}
         ds = _map(source_dataset(sources), _timeline_task, kwargs, gpus_per_step)
+        seen = set()
         for row in ds.iter_rows():
-            yield pickle.loads(row["part"])
+            part = pickle.loads(row["part"])
+            seen.add(part.source)
+            yield part
+        yield from missing_parts(sources, seen)
 
     return run
+
+
+def missing_parts(sources: list[StepSource], seen: set[str]) -> Iterator[SourcePart]:
+    """A part with a problem for each source whose task gave nothing back (it failed every retry)."""
+    for src in sources:
+        if src.key not in seen:
+            part = SourcePart(str(src.step) if src.step is not None else src.key, src.key, src.stamp_text)
+            part.problems.append(Problem(", ".join(str(f) for f in src.files), None, None, LOST_STEP))
+            yield part
 
 
 def _credit_task(

@@ -39,7 +39,7 @@ from engine.credit import compute_credit
 from engine.export import token_table
 from engine.io.data.run import Run
 from engine.io.reading.problems import Problem
-from engine.timeline.compute import SourcePart, StepJob, guarded
+from engine.timeline.compute import LOST_STEP, SourcePart, StepJob, guarded
 from engine.timeline.index import StepSource, index_steps
 
 MANIFEST = "_creditlens.json"
@@ -225,6 +225,10 @@ def compute_dataset(
     try:
         staging.mkdir()
         (writer or write_here)(StepJob(index.root, fmt, load_kwargs), index.sources, cfg, staging)
+        done = {json.loads(r.read_text())["source"] for r in (staging / RECEIPTS).glob("*.json")}
+        for src in index.sources:  # a source with no receipt: its task failed every retry (Ray dropped it)
+            if src.key not in done:
+                problems.append(Problem(", ".join(str(f) for f in src.files), None, None, LOST_STEP))
         head = {"run": str(index.root), "scheme": cfg.to_dict(), "computed_by": runner}
         return finish(staging, out, head, problems)
     finally:
