@@ -139,3 +139,12 @@ def test_token_texts_are_picked_as_a_per_token_loop_would_with_or_without_holes(
     rows, pos = np.nonzero(keep)
     assert _texts_at(texts, rows, pos) == [texts[r][p] for r, p in zip(rows, pos, strict=True)]
     assert _texts_at(texts, rows[:0], pos[:0]) == []
+
+
+def test_a_run_with_no_complete_step_writes_nothing_and_says_why(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "step_0001.jsonl").write_text('{"id": "a", "segments": [')  # the trainer is writing it
+    assert main(["compute", str(run), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "its last line is not finished" in err and "no step could be computed" in err

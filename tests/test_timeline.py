@@ -16,7 +16,7 @@ from test_io_support import native, seg, write_jsonl
 from engine import CreditConfig, TrajectoryBatch, compute_credit
 from engine.__main__ import main
 from engine.lint.model import Finding
-from engine.timeline import stats
+from engine.timeline import stats, store
 from engine.timeline.compute import scheme_key, timeline_rows
 from engine.timeline.index import index_steps, unfinished
 from engine.timeline.stats import StepView
@@ -287,7 +287,7 @@ def test_the_timeline_file_keeps_each_steps_problems_and_reports_them_when_reuse
     assert [(p.file, p.reason) for p in again.problems] == [(p.file, p.reason) for p in first.problems]
 
 
-def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed_over(tmp_path):
+def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed_over(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     write_step(run / "step_1.jsonl", [1, 0])
@@ -297,6 +297,9 @@ def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed
     assert job_timelines(run) == [job] and [r["step"] for r in read_timeline(job)] == [1, 2]
     tl = update_timeline(run, {"mine": GRPO}, tmp_path / "cache.parquet", seeds=job_timelines(run))
     assert (tl.computed, tl.reused) == (0, 2) and {r["scheme"] for r in tl.rows} == {"mine"}
+    monkeypatch.setattr(store, "SEED_MAX_BYTES", 1_000)  # a job's file larger than the budget, decoded: not read
+    assert update_timeline(run, {"mine": GRPO}, tmp_path / "c4.parquet", seeds=[job]).computed == 2
+    monkeypatch.undo()
     other = update_timeline(run, {"rloo": GRPO.replace(estimator="rloo")}, tmp_path / "c2.parquet", seeds=[job])
     assert other.computed == 2  # another scheme: the job's rows are not its rows
     table = pq.read_table(job)

@@ -138,7 +138,7 @@ def read_timeline_schemes(path: str | Path) -> dict[str, CreditConfig]:
 
 
 JOB_FOLDER = ".creditlens"  # a run folder's own timelines (hidden: a folder load does not read it)
-SEED_MAX_BYTES = 256 << 20  # a timeline file larger than this is not read as a seed (2,000 steps: a few MB)
+SEED_MAX_BYTES = 256 << 20  # a job's timeline larger than this, decoded, is not read (2,000 steps: a few MB)
 
 
 def job_timeline_file(run: str | Path) -> Path:
@@ -165,13 +165,22 @@ def seed_rows(files: list[Path], have: list[dict]) -> tuple[list[dict], dict]:
     known = {key(r) for r in have}
     rows, problems = [], {}
     for file in files:
-        if file.stat().st_size > SEED_MAX_BYTES:
+        if _decoded_bytes(file) > SEED_MAX_BYTES:
             continue
         new = [r for r in read_timeline(file) if key(r) not in known]
         known |= {key(r) for r in new}
         rows += new
         problems = read_timeline_problems(file) | problems
     return rows, problems
+
+
+def _decoded_bytes(file: Path) -> float:
+    """The size of ``file``'s columns once decoded, from its footer (inf when it has none: not read)."""
+    try:
+        meta = pq.ParquetFile(file).metadata
+        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) + file.stat().st_size
+    except (OSError, pa.ArrowException):
+        return float("inf")
 
 
 def update_timeline(

@@ -163,7 +163,7 @@ def finish(staging: Path, out: Path, manifest: dict, problems: list[Problem]) ->
         "sources": len(receipts),
         "problems": listed,
     }
-    shutil.rmtree(staging / RECEIPTS)
+    shutil.rmtree(staging / RECEIPTS, ignore_errors=True)  # none when the run had no step to compute
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     if out.exists():
         old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:12]}"
