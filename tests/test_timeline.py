@@ -297,6 +297,13 @@ def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed
     assert job_timelines(run) == [job] and [r["step"] for r in read_timeline(job)] == [1, 2]
     tl = update_timeline(run, {"mine": GRPO}, tmp_path / "cache.parquet", seeds=job_timelines(run))
     assert (tl.computed, tl.reused) == (0, 2) and {r["scheme"] for r in tl.rows} == {"mine"}
+
+    def unread(files):
+        raise AssertionError("a job's timeline is read only when the cache lacks a step")
+
+    monkeypatch.setattr(store, "seed_rows", unread)
+    assert update_timeline(run, {"mine": GRPO}, tmp_path / "cache.parquet", seeds=[job]).reused == 2
+    monkeypatch.undo()
     monkeypatch.setattr(store, "SEED_MAX_BYTES", 1_000)  # a job's file larger than the budget, decoded: not read
     assert update_timeline(run, {"mine": GRPO}, tmp_path / "c4.parquet", seeds=[job]).computed == 2
     monkeypatch.undo()
@@ -307,3 +314,19 @@ def test_rows_of_a_jobs_timeline_are_reused_and_a_file_that_is_not_one_is_passed
     pq.write_table(bad, job)
     assert read_timeline(job) == []
     assert update_timeline(run, {"g": GRPO}, tmp_path / "c3.parquet", seeds=[job]).computed == 2
+
+
+def test_a_shard_gone_since_the_index_listed_it_is_a_problem_and_the_other_shard_loads(tmp_path):
+    from engine.io import load_run
+
+    run = tmp_path / "run"
+    (run / "step_2").mkdir(parents=True)
+    a = write_step(run / "step_2" / "rank_0.jsonl", [1, 0])
+    b = write_step(run / "step_2" / "rank_1.jsonl", [0, 0], prompts="cd")
+    b.unlink()
+    res = load_run(run, files=[a, b])
+    assert len(res.run.trajectories) == 4  # rank_0's two prompts × two rollouts
+    assert [(p.file, p.reason) for p in res.problems] == [(str(b), "no longer there (asked for by name); not read")]
+    a.unlink()
+    with pytest.raises(FileNotFoundError, match="no longer there"):
+        load_run(run, files=[a, b])

@@ -206,7 +206,8 @@ def load_run(
     data directory); a tokenizer path outside them, the caller's or one a file's header names, is refused without
     opening it (``engine.io.text.tokenize.allowed_tokenizer``). None (the command line): any path.
     ``files``: with a folder ``path``, read only these of its data files (one step of a run folder: the steps of
-    the files are read as in a load of the whole folder; what else the folder holds is not reported).
+    the files are read as in a load of the whole folder; what else the folder holds is not reported). One of them
+    gone since it was listed is a problem; all of them gone, ``FileNotFoundError``.
     Raises ``ValueError`` for an unknown/undetectable format (in a directory such a file is reported
     as a problem and skipped), ``FileNotFoundError`` for a missing path.
     Whatever else a reader raises on a file (a damaged zip, permission denied, a file gone meanwhile, a library's
@@ -229,7 +230,11 @@ def load_run(
     files, skipped = folder_entries(path, start) if path.is_dir() else ([path], [])
     if only is not None and path.is_dir():
         wanted = {Path(f) for f in only}
-        files, skipped = [f for f in files if f in wanted], []
+        gone = sorted(f for f in wanted - set(files) if not f.exists())
+        files = [f for f in files if f in wanted]
+        if gone and not files:
+            raise FileNotFoundError(f"{', '.join(map(str, gone))}: no longer there (asked for by name)")
+        skipped = [(f, "no longer there (asked for by name); not read", "record") for f in gone]
     if not files:
         why = "".join(f"; {p.name}: {reason}" for p, reason, _ in skipped[:5])
         raise ValueError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in this directory{why}")

@@ -64,7 +64,8 @@ class Timeline:
     rows: list[dict] = field(default_factory=list)
     index: StepIndex | None = None
     computed: int = 0  # step sources computed now
-    reused: int = 0  # step sources whose rows came from ``previous``
+    reused: int = 0  # step sources whose rows came from ``previous`` (or ``seeds``)
+    seeded: int = 0  # of those, the sources whose rows came from ``seeds``
     problems: list[Problem] = field(default_factory=list)
     # each source's problems by (source, stamp) (("", ""): the files the index could not read), kept in the
     # timeline file and reused with the source's rows
@@ -111,6 +112,7 @@ def timeline_rows(
     detect: Callable[[Path], str] | None = None,
     runner: Runner | None = None,
     previous_problems: Mapping[tuple[str, str], list[Problem]] | None = None,
+    seeds: Callable[[], tuple[list[dict], Mapping]] | None = None,
     **load_kwargs,
 ) -> Timeline:
     """The timeline of the run at ``path`` under ``schemes`` ({name: config}), reusing ``previous`` rows whose
@@ -118,20 +120,26 @@ def timeline_rows(
     ``detect`` as ``index_steps`` takes them. ``runner``: what computes the sources the cache lacks (default
     ``run_here``, one after the other in this process; ``engine.timeline.raydata`` runs them on a Ray cluster): the rows
     are the same, whatever order its parts come back in. ``previous_problems``: the problems of ``previous``'s
-    sources by (source, stamp), reported again with the rows they come with."""
+    sources by (source, stamp), reported again with the rows they come with. ``seeds()``: more (rows, problems) of
+    the same kind (a timeline a job wrote), asked for once, at the first source ``previous`` lacks."""
     index = index_steps(path, fmt, settle_s, detect)
     keys = {name: scheme_key(cfg) for name, cfg in schemes.items()}
-    cached: dict[tuple[str, str, str], list[dict]] = {}
-    for row in previous or []:
-        cached.setdefault((row["source"], row["stamp"], row["scheme_key"]), []).append(row)
+    cached, kept = rows_by_key(previous or []), dict(previous_problems or {})
+    seeded: dict | None = None
     out = Timeline(index=index)
-    unreadable = [Problem(str(file), None, None, f"{why}; file skipped") for file, why in index.unreadable]
-    out.source_problems["", ""] = unreadable  # the files the index could not read, first
+    out.source_problems["", ""] = index.skipped()  # the files the index could not read, first
     report = progress or (lambda fraction, message: None)
     total = max(len(index.sources), 1)
-    todo, kept = [], previous_problems or {}
+    todo = []
     for src in index.sources:
         hits = [cached.get((src.key, src.stamp_text, keys[name])) for name in schemes]
+        if not all(hits) and seeds is not None:
+            if seeded is None:  # the first miss: read the seeds, once
+                more, more_kept = seeds()
+                seeded, kept = rows_by_key(more), dict(more_kept) | kept
+            more_hits = [seeded.get((src.key, src.stamp_text, keys[name])) for name in schemes]
+            hits = [h or m for h, m in zip(hits, more_hits, strict=True)]
+            out.seeded += all(hits)
         if all(hits):
             out.rows += [dict(r, scheme=name) for name, rows in zip(schemes, hits, strict=True) for r in rows]
             out.source_problems[src.key, src.stamp_text] = list(kept.get((src.key, src.stamp_text), []))
@@ -145,6 +153,14 @@ def timeline_rows(
         report((out.reused + n + 1) / total, f"step {part.label}: {out.reused + n + 1} of {total}")
     out.problems = [p for key in sorted(out.source_problems) for p in out.source_problems[key]]
     sort_rows(out.rows, schemes)
+    return out
+
+
+def rows_by_key(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    """Timeline rows by (source, stamp, scheme key): a source's rows under one scheme (one per step it holds)."""
+    out: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        out.setdefault((row["source"], row["stamp"], row["scheme_key"]), []).append(row)
     return out
 
 
@@ -164,10 +180,7 @@ class StepJob:
     load_kwargs: Mapping = field(default_factory=dict)
 
     def load(self, src: StepSource):
-        """``load_run`` of ``src``'s files alone; ``FileNotFoundError`` for a file gone since the index listed it."""
-        for file in src.files:
-            if not file.exists():
-                raise FileNotFoundError(f"{file}: no longer there (it was when the run was indexed)")
+        """``load_run`` of ``src``'s files alone (a file gone since the index listed it: ``load_run`` says so)."""
         if self.root.is_dir():
             return load_run(self.root, fmt=self.fmt, files=src.files, **self.load_kwargs)
         return load_run(src.files[0], fmt=self.fmt, **self.load_kwargs)
@@ -183,6 +196,19 @@ class SourcePart:
     stamp: str = ""
     rows: list = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, src: StepSource, why: str | None = None) -> SourcePart:
+        """An empty part of ``src``; with ``why``, one problem naming its files (nothing of it could be computed)."""
+        part = cls(str(src.step) if src.step is not None else src.key, src.key, src.stamp_text)
+        if why is not None:
+            part.problems.append(source_problem(src, why))
+        return part
+
+
+def source_problem(src: StepSource, why: str) -> Problem:
+    """A problem with a whole step source: it names the source's files."""
+    return Problem(", ".join(str(f) for f in src.files), None, None, why)
 
 
 def run_here(job: StepJob, sources: list[StepSource], schemes: Mapping[str, CreditConfig]) -> Iterator[SourcePart]:
@@ -201,7 +227,7 @@ def guarded(src: StepSource, work: Callable[[Run], list], job: StepJob) -> Sourc
     """Load ``src`` and run ``work`` on its run, memory released before and after. Whatever the load or the work
     raises besides a scheme's refusal (a file gone meanwhile, a reader's or the engine's error, memory) is a
     problem naming the source's files, not a failed run: the other steps go on."""
-    part = SourcePart(str(src.step) if src.step is not None else src.key, src.key, src.stamp_text)
+    part = SourcePart.of(src)
     try:
         res = job.load(src)
         release_free_memory()  # the file's decode buffers, before the batch is built
@@ -209,7 +235,6 @@ def guarded(src: StepSource, work: Callable[[Run], list], job: StepJob) -> Sourc
         part.rows = work(res.run)
         del res
     except Exception as e:  # any failure of one step source is reported, the run goes on
-        why = f"could not be computed ({type(e).__name__}: {e}); step skipped"
-        part.problems.append(Problem(", ".join(str(f) for f in src.files), None, None, why))
+        part.problems.append(source_problem(src, f"could not be computed ({type(e).__name__}: {e}); step skipped"))
     release_free_memory()  # the step's decode buffers and tensors: the next step starts from the same floor
     return part

@@ -25,6 +25,7 @@ from pathlib import Path
 from engine.io.adapters import ADAPTERS, get_adapter
 from engine.io.detect import NotRollouts, detect_format
 from engine.io.load import data_files, folder_entries, is_data_name
+from engine.io.reading.problems import Problem
 from engine.io.reading.steps import match_step, path_step
 
 SETTLE_S = 2.0  # a data file modified this recently may still be being written
@@ -58,6 +59,12 @@ class StepIndex:
     sources: list[StepSource] = field(default_factory=list)
     pending: list[tuple[Path, str]] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    def skipped(self, pending: bool = False) -> list[Problem]:
+        """The files the index could not read as rollouts (and, with ``pending``, those still being written), as
+        problems: a job that reads the run as it is now names them."""
+        listed = self.unreadable + (self.pending if pending else [])
+        return [Problem(str(file), None, None, f"{why}; file skipped") for file, why in listed]
 
     @property
     def steps(self) -> list[int]:

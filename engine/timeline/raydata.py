@@ -34,7 +34,6 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.config import CreditConfig
-from engine.io.reading.problems import Problem
 from engine.timeline.compute import LOST_STEP, SourcePart, StepJob, source_timeline
 from engine.timeline.index import StepSource
 from engine.timeline.tokens import credit_part, write_receipt
@@ -135,9 +134,7 @@ def missing_parts(sources: list[StepSource], seen: set[str]) -> Iterator[SourceP
     """A part with a problem for each source whose task gave nothing back (it failed every retry)."""
     for src in sources:
         if src.key not in seen:
-            part = SourcePart(str(src.step) if src.step is not None else src.key, src.key, src.stamp_text)
-            part.problems.append(Problem(", ".join(str(f) for f in src.files), None, None, LOST_STEP))
-            yield part
+            yield SourcePart.of(src, LOST_STEP)
 
 
 def _credit_task(

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from engine.config import CreditConfig
 from engine.io.reading.problems import Problem
-from engine.timeline.compute import KEY_COLUMNS, Progress, Timeline, scheme_key, timeline_rows
+from engine.timeline.compute import KEY_COLUMNS, Progress, Timeline, rows_by_key, scheme_key, timeline_rows
 from engine.timeline.stats import QUANTILE_COLUMNS, STATISTICS
 
 TEXT_COLUMNS = ("scheme", "scheme_key", "source", "stamp", "error", "notes")
@@ -154,21 +154,17 @@ def job_timelines(run: str | Path) -> list[Path]:
     return [f for f in sorted(folder.glob("*.parquet")) if f.is_file() and not f.is_symlink()]
 
 
-def seed_rows(files: list[Path], have: list[dict]) -> tuple[list[dict], dict]:
-    """Rows (and their problems) of other timeline files of the same run, for the (source, stamp, scheme key)
-    that ``have`` lacks: a timeline a job computed (on Ray, elsewhere) is reused, not recomputed. A file that is
+def seed_rows(files: list[Path]) -> tuple[list[dict], dict]:
+    """Rows (and their problems) of other timeline files of the same run, a (source, stamp, scheme key) from the
+    first file that has it: a timeline a job computed (on Ray, elsewhere) is reused, not recomputed. A file that is
     not a timeline, or too large, is passed over."""
-
-    def key(row: dict) -> tuple[str, str, str]:
-        return row["source"], row["stamp"], row["scheme_key"]
-
-    known = {key(r) for r in have}
+    known: set[tuple[str, str, str]] = set()
     rows, problems = [], {}
     for file in files:
         if _decoded_bytes(file) > SEED_MAX_BYTES:
             continue
-        new = [r for r in read_timeline(file) if key(r) not in known]
-        known |= {key(r) for r in new}
+        new = [r for k, rs in rows_by_key(read_timeline(file)).items() if k not in known for r in rs]
+        known |= rows_by_key(new).keys()
         rows += new
         problems = read_timeline_problems(file) | problems
     return rows, problems
@@ -178,7 +174,7 @@ def _decoded_bytes(file: Path) -> float:
     """The size of ``file``'s columns once decoded, from its footer (inf when it has none: not read)."""
     try:
         meta = pq.ParquetFile(file).metadata
-        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) + file.stat().st_size
+        return sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     except (OSError, pa.ArrowException):
         return float("inf")
 
@@ -195,10 +191,12 @@ def update_timeline(
     other timeline files of the run (``job_timelines``) whose rows are reused where ``out`` has none."""
     previous = read_timeline(out)
     kept = read_timeline_problems(out) if previous else {}
-    more, more_kept = seed_rows([f for f in seeds if Path(f) != Path(out)], previous)
-    previous, kept = previous + more, more_kept | kept
-    timeline = timeline_rows(run, schemes, previous, progress, previous_problems=kept, **kwargs)
+    others = [f for f in seeds if Path(f) != Path(out)]
+    timeline = timeline_rows(
+        run, schemes, previous, progress, previous_problems=kept, seeds=lambda: seed_rows(others), **kwargs
+    )
     described = {scheme_key(c) for c in schemes.values()} <= set(read_timeline_schemes(out)) if previous else False
-    if timeline.computed or more or not described or len(timeline.rows) != len(previous):  # new, changed, gone
+    changed = timeline.computed or timeline.seeded or len(timeline.rows) != len(previous)  # new, changed, gone
+    if changed or not described:
         write_timeline(timeline.rows, out, timeline.source_problems, schemes)
     return timeline

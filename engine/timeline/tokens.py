@@ -39,7 +39,7 @@ from engine.credit import compute_credit
 from engine.export import token_table
 from engine.io.data.run import Run
 from engine.io.reading.problems import Problem
-from engine.timeline.compute import LOST_STEP, SourcePart, StepJob, guarded
+from engine.timeline.compute import LOST_STEP, SourcePart, StepJob, guarded, source_problem
 from engine.timeline.index import StepSource, index_steps
 
 MANIFEST = "_creditlens.json"
@@ -62,11 +62,9 @@ def step_tables(run: Run, cfg: CreditConfig, device: str | None = None) -> Itera
             continue
         texts = [part.token_texts(i) for i in range(len(part.trajectories))]
         groups = [str(t.group_id) for t in part.trajectories]
-        table = token_table(batch, result, texts, groups)
+        table = token_table(batch, result, texts, groups, row=True)
         if "step" in table.column_names:
             table = table.drop_columns(["step"])
-        rows = batch.attention_mask.bool().cpu().nonzero()[:, 0]  # each token's trajectory, as token_table reads them
-        table = table.add_column(0, "row", pa.array(rows.numpy(), pa.int64()))
         yield number, table.add_column(0, "step", pa.array([number] * table.num_rows, pa.int64()))
 
 
@@ -141,11 +139,14 @@ def counted_tokens(staging: Path) -> dict[int, int]:
     return counts
 
 
-def finish(staging: Path, out: Path, manifest: dict, problems: list[Problem]) -> dict:
+def finish(staging: Path, out: Path, manifest: dict, problems: list[Problem], sources: list[StepSource]) -> dict:
     """Check the dataset in ``staging`` against its receipts, write the manifest, move it to ``out``; the manifest.
-    ``problems``: the index's own (files it could not read), listed before the sources'. ``RuntimeError`` when a
-    step's tokens on disk differ from its receipt (a step missing or written twice): nothing is moved."""
+    ``problems``: the index's own (files it could not read), listed first; then each of ``sources`` that left no
+    receipt (its task failed every retry: Ray dropped it), then the sources' own. ``RuntimeError`` when a step's
+    tokens on disk differ from its receipt (a step missing or written twice): nothing is moved."""
     receipts = [json.loads(p.read_text()) for p in sorted((staging / RECEIPTS).glob("*.json"))]
+    done = {r["source"] for r in receipts}
+    problems = problems + [source_problem(src, LOST_STEP) for src in sources if src.key not in done]
     expected: dict[int, int] = {}
     for r in receipts:
         for step, n in r["tokens"].items():
@@ -220,16 +221,11 @@ def compute_dataset(
     on Ray). The run is read as it is now: a file still being written is a problem, not read."""
     out = Path(out)
     index = index_steps(path, fmt, settle_s=0.0)
-    problems = [Problem(str(f), None, None, f"{why}; file skipped") for f, why in index.unreadable + index.pending]
     staging = staging_folder(out)
     try:
         staging.mkdir()
         (writer or write_here)(StepJob(index.root, fmt, load_kwargs), index.sources, cfg, staging)
-        done = {json.loads(r.read_text())["source"] for r in (staging / RECEIPTS).glob("*.json")}
-        for src in index.sources:  # a source with no receipt: its task failed every retry (Ray dropped it)
-            if src.key not in done:
-                problems.append(Problem(", ".join(str(f) for f in src.files), None, None, LOST_STEP))
         head = {"run": str(index.root), "scheme": cfg.to_dict(), "computed_by": runner}
-        return finish(staging, out, head, problems)
+        return finish(staging, out, head, index.skipped(pending=True), index.sources)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
