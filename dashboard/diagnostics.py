@@ -192,7 +192,7 @@ def finding_html(v: FindingView, ids: Sequence[str]) -> str:
 
 
 def explanation_html(v: FindingView) -> str:
-    """The longer explanation with the check's description and its reference (docs/CONVENTIONS.md section,
+    """The longer explanation with the check's description and its reference (docs/conventions/ section,
     upstream issue, paper)."""
     return (
         f"{CARD_CSS}<div class='cl-why'><div><b>{escape(v.description)}</b></div>"

@@ -1,6 +1,6 @@
 """Pure tables from a run and a ``CreditResult``: what the pages show and export (no Streamlit, no caching).
 
-Turns are shown 1-based (both worked examples of CONVENTIONS.md §7 count turns from 1); the engine's ``turn_ids``
+Turns are shown 1-based (both worked examples of docs/TUTORIAL.md §7 count turns from 1); the engine's ``turn_ids``
 are 0-based.
 A trajectory's *advantage* (one number) is the mean advantage over its loss-mask tokens: for outcome
 estimators that is the broadcast scalar, for GAE a token average.

@@ -1,4 +1,4 @@
-"""The Learn page's worked examples (CONVENTIONS.md §7), built from their own numbers and run through the engine.
+"""The Learn page's worked examples (docs/TUTORIAL.md §7), built from their own numbers and run through the engine.
 
 * A write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53) writes one reward dict: turn
   rewards {1: 0.15, 2: 0.20, ...}, global rewards {exact_match: 0.3, retrieval_quality: 0.4, _raw_exact_match:

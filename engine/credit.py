@@ -1,4 +1,5 @@
-"""``compute_credit``: the whole pipeline, one call (the KG-R1 reward walkthrough's flow in order, CONVENTIONS.md §7.1).
+"""``compute_credit``: the whole pipeline, one call (the KG-R1 reward walkthrough's flow in order,
+docs/TUTORIAL.md §7.1).
 
 batch ─► (1) token scores: structured turn/global rewards placed on tokens  (``stages.place_scores``)
       ─► (2) in-reward KL: rewards = scores − β·KL(old‖ref)·m         (``stages.subtract_kl``)
@@ -151,7 +152,7 @@ class CreditResult:
     effective_weights = View(lambda s: s.loss.effective_weights, "[B, T] agg_weights · advantages on the loss mask.")
     scores = View(lambda s: s.loss.scores, "[B] Σ_t token_level_rewards (what outcome estimators see).")
     sample_scores = View(
-        lambda s: s.loss.sample_scores, "[B] Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6)."
+        lambda s: s.loss.sample_scores, "[B] Σ_t returns · state mask (the dump score, docs/TUTORIAL.md §7.1 step 6)."
     )
     group_mean = View(lambda s: s.loss.groups.mean, "[B] the mean score of the row's prompt group.")
     group_std = View(lambda s: s.loss.groups.std, "[B] the std of the row's prompt group's scores (``std_ddof``).")
@@ -164,7 +165,7 @@ class CreditResult:
     )
     turn_advantage = View(lambda s: s.loss.turn_sums[..., 0], "[B, K] Σ of each turn's trained advantages.")
     turn_tokens = View(lambda s: s.loss.turn_sums[..., 2], "[B, K] each turn's loss-mask tokens.")
-    mismatch = View(lambda s: s.loss.policy.mismatch, "[B, T] log π_trainer − log π_rollout (CONVENTIONS.md §14).")
+    mismatch = View(lambda s: s.loss.policy.mismatch, "[B, T] log π_trainer − log π_rollout (docs/conventions/policy-stage.md §14).")
     ratio = View(lambda s: s.loss.policy.ratio, "[B, T] the ratio the policy loss clips (``engine.policy``).")
     pg_clipped = View(lambda s: s.loss.policy.pg_clipped, "[B, T] the policy loss cuts the token's gradient.")
     is_weight = View(lambda s: s.loss.policy.is_weight, "[B, T] the rollout-correction IS weight (1 when off).")

@@ -1,4 +1,5 @@
-"""KL estimators and the in-reward KL penalty (verl ``kl_penalty``, ``apply_kl_penalty``; CONVENTIONS.md §1.4).
+"""KL estimators and the in-reward KL penalty (verl ``kl_penalty``, ``apply_kl_penalty``;
+docs/conventions/verl.md §1.4).
 
 d = logprob − ref_logprob.  k1/kl: d;  abs: |d|;  k2/mse: ½d²;  k3/low_var_kl: x = clamp(−d, ±20),
 clamp(eˣ − x − 1, ±10) (Schulman's unbiased low-variance estimator).  ``name+``: the value of ``name`` with the

@@ -1,4 +1,4 @@
-"""Masked reductions, as verl's ``verl.utils.torch_functional`` defines them (CONVENTIONS.md §1.2).
+"""Masked reductions, as verl's ``verl.utils.torch_functional`` defines them (docs/conventions/verl.md §1.2).
 
 Masks are float 0/1 tensors of the same shape as the values. Values outside the mask are neutralised with
 ``where`` first, so NaN or junk on padding never leaks into a sum.

@@ -1,4 +1,5 @@
-"""The policy-loss stage: the gradient each token actually gets, after the advantage (verl 0.9.1, CONVENTIONS.md §14).
+"""The policy-loss stage: the gradient each token actually gets, after the advantage (verl 0.9.1,
+docs/conventions/policy-stage.md §14).
 
 Per token, with ρ_t = π_θ/π_old (``log_prob`` − ``old_log_prob``, clamped to ±``log_ratio_clamp``: 20 as verl, 10
 under KG-R1, none under Search-R1), A_t the advantage, w_t the rollout correction weight and a_t the aggregation
@@ -18,13 +19,13 @@ reproduces); ``policy_gradient`` calls the one ``cfg.policy_loss`` names and add
   tokens; its estimator clamped per ``kl_clamp`` (OpenRLHF: every estimator to ±10; TRL: none), and weighted by
   the loss's own ratio under ``kl_loss_ratio_weighted`` (TRL's ``use_bias_correction_kl``, ``kl_ratio_level``).
 
-Where the trainers differ from verl (CONVENTIONS.md §14), the profile's conventions say: ``gspo_gradient="row"``
-(OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread over the row),
-``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``dual_clip_form="ratio_cap"`` (TRL's two-sided δ caps ρ inside
-the PPO min: the whole gradient at ρ = δ, where min(−A·c, loss) gives half; ``"none"``: Search-R1's loss has no
-dual clip), ``log_ratio_clamp`` (KG-R1 clamps log ρ at ±10, Search-R1 not at all), ``reduction_on_advantages`` (SkyRL:
-kl_cov's covariance of the reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses`` (which
-losses aggregate seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted``
+Where the trainers differ from verl (docs/conventions/policy-stage.md §14), the profile's conventions say:
+``gspo_gradient="row"`` (OpenRLHF, TRL: s_i uncapped and differentiated through the row, its aggregated gradient spread
+over the row), ``cispo_clip="epsilon_high"`` (TRL: min(ρ, ε_high)), ``dual_clip_form="ratio_cap"`` (TRL's two-sided δ
+caps ρ inside the PPO min: the whole gradient at ρ = δ, where min(−A·c, loss) gives half; ``"none"``: Search-R1's loss
+has no dual clip), ``log_ratio_clamp`` (KG-R1 clamps log ρ at ±10, Search-R1 not at all), ``reduction_on_advantages``
+(SkyRL: kl_cov's covariance of the reduction-scaled advantage, its penalty outside the reduction), ``seq_mean_losses``
+(which losses aggregate seq-mean-token-mean whatever ``loss_agg_mode`` says) and ``rejected_tokens_counted``
 (``engine.stages.weigh_loss``).
 ``policy_ratio_base="rollout"`` is verl's bypass mode (PPO clip against the rollout policy itself:
 ρ = π_trainer/π_rollout; the rejection mask applies, the IS weights do not). The rollout correction itself is

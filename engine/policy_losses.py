@@ -1,4 +1,5 @@
-"""The policy losses: one signature, one registry (as verl's ``register_policy_loss``; CONVENTIONS.md §14).
+"""The policy losses: one signature, one registry (as verl's ``register_policy_loss``;
+docs/conventions/policy-stage.md §14).
 
 Every loss is ``fn(inp: LossInput, cfg: CreditConfig) -> PolicyGradient``: per token, the derivative of its token loss
 with respect to log π, g_t = ∂loss_t/∂log π_t, before the aggregation weights and the IS weights (unless it says it

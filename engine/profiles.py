@@ -5,8 +5,8 @@ A ``Profile`` sets every convention field of ``CreditConfig`` (the fields declar
 each convention left unset from it. It also says what that trainer *has* (``token_sum_supported``, …,
 ``group_sizes``): typed attributes, not fields of a scheme, since a user cannot give a trainer a loss mode it lacks;
 a scheme that asks for one is refused, naming the profile (``engine.config.rules``). Profiles derive from ``VERL``
-by naming what differs, so the table reads as the references' differences (CONVENTIONS.md §8 prints it cell by
-cell; a test keeps the two equal).
+by naming what differs, so the table reads as the references' differences (docs/conventions/README.md §8 prints it cell
+by cell; a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -350,8 +350,9 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-# prime-rl's algo.type → the CreditConfig fields that compute its advantage under profile="prime-rl" (CONVENTIONS.md
-# §13). hierarchical_grpo is GRPO whose groups are (agent, episode) keys: the loader's group ids must say so.
+# prime-rl's algo.type → the CreditConfig fields that compute its advantage under profile="prime-rl"
+# (docs/conventions/prime-rl.md §13). hierarchical_grpo is GRPO whose groups are (agent, episode) keys: the loader's
+# group ids must say so.
 PRIME_RL_ALGORITHMS: dict[str, dict[str, object]] = {
     "grpo": {"estimator": "grpo", "norm_adv_by_std_in_grpo": False},
     "max_rl": {"estimator": "maxrl"},
@@ -385,7 +386,7 @@ def prime_rl_algorithm(name: str, length_penalty: Mapping[str, object] | None = 
 
 
 # OpenRLHF's --advantage_estimator → the CreditConfig fields that compute it under profile="openrlhf"
-# (CONVENTIONS.md §12). OpenRLHF forces γ = 1 for every estimator but reinforce and gae.
+# (docs/conventions/openrlhf.md §12). OpenRLHF forces γ = 1 for every estimator but reinforce and gae.
 OPENRLHF_ESTIMATORS: dict[str, dict[str, object]] = {
     "gae": {"estimator": "gae"},
     "reinforce": {"estimator": "reinforce_plus_plus"},
@@ -406,7 +407,8 @@ def openrlhf_estimator(name: str) -> dict[str, object]:
 
 
 # TRL's GRPOConfig.loss_type → the CreditConfig aggregation that weighs each token as TRL's loss does (one process,
-# no gradient accumulation; CONVENTIONS.md §10). dr_grpo divides by max_completion_length, the rest need nothing.
+# no gradient accumulation; docs/conventions/trl.md §10). dr_grpo divides by max_completion_length, the rest need
+# nothing.
 TRL_LOSS_AGG = {
     "grpo": "seq-mean-token-mean",
     "sapo": "seq-mean-token-mean",

@@ -1,4 +1,5 @@
-"""rLLM's three advantage modes on top of any estimator, plus rejection sampling (CONVENTIONS.md §2, example §7.2).
+"""rLLM's three advantage modes on top of any estimator, plus rejection sampling (docs/conventions/rllm.md §2, example
+docs/TUTORIAL.md §7.2).
 
 A trajectory's steps are its turns (``turn_ids``); step k's tokens are the estimator mask's tokens of turn k.
 * ``trajectory``: the estimator runs on whole trajectories.

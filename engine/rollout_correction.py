@@ -1,5 +1,5 @@
-"""Rollout correction (verl ``rollout_corr_helper``; CONVENTIONS.md §14): the IS weights and the rejection mask
-from the train/inference mismatch δ = log π_old − log π_rollout (clamped to ±20).
+"""Rollout correction (verl ``rollout_corr_helper``; docs/conventions/policy-stage.md §14): the IS weights and the
+rejection mask from the train/inference mismatch δ = log π_old − log π_rollout (clamped to ±20).
 
 ``rollout_is`` token (w = e^δ) or sequence (w = e^{Σδ}), truncated at the threshold (TIS) or, with a lower bound,
 set to 0 outside [lo, hi] (IcePop); ``rollout_rs`` rejection options drop tokens or whole rows whose k1/k2/k3

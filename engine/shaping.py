@@ -1,8 +1,8 @@
-"""Reward shaping: structured components → turn and global rewards → token-level scores (CONVENTIONS.md §7.1).
+"""Reward shaping: structured components → turn and global rewards → token-level scores (docs/TUTORIAL.md §7.1).
 
 Turn reward  r_{i,k} = Σ_c w_c · turn_rewards[i, k, c]   (KG-R1 defaults: format 0.15, validity 0.1, answer 0.1)
 Global reward G_i    = Σ_c w_c · global_rewards[i, c] over components not starting with an excluded prefix.
-Both sums are added left to right in the run's component order (``weighted_components``, CONVENTIONS.md §9).
+Both sums are added left to right in the run's component order (``weighted_components``, docs/conventions/README.md §9).
 A run without structured rewards but with token scores has G_i = Σ_t token_scores[i, t] and no turns.
 
 Placements (``cfg.placement``), on the placement mask m (action tokens under state masking):

@@ -10,7 +10,7 @@ Every stage is a pure function of the batch, the config and the earlier stages' 
 through all four (``Masks``): the *state* mask (action tokens under ``state_masking``, else every attended token)
 places rewards, masks the in-reward KL and is the loss mask; the *advantage* mask is what the estimator sees.
 Between (2) and (3) ``reject_before_advantages`` takes the tokens verl's decoupled rollout rejection drops out of
-the advantage mask, as verl's trainer does (``rollout_rs_masks_advantages``, CONVENTIONS.md §14).
+the advantage mask, as verl's trainer does (``rollout_rs_masks_advantages``, docs/conventions/policy-stage.md §14).
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ from engine.shaping import (
 
 @dataclass(frozen=True)
 class Masks:
-    """state [B, T]: placement, in-reward KL and loss mask (CONVENTIONS.md §7.1: state masking keeps tool/info
-    tokens out). advantage [B, T]: the estimator's mask (``cfg.advantage_mask``, CONVENTIONS.md §4), less the
-    tokens rollout rejection drops where the trainer rejects before the advantages. correction: that rollout
+    """state [B, T]: placement, in-reward KL and loss mask (docs/TUTORIAL.md §7.1: state masking keeps tool/info
+    tokens out). advantage [B, T]: the estimator's mask (``cfg.advantage_mask``, docs/conventions/search-r1.md §4), less
+    the tokens rollout rejection drops where the trainer rejects before the advantages. correction: that rollout
     correction, computed once before stage 3 (``reject_before_advantages``) and reused by stage 4; None when
     stage 4 computes it (or there is none)."""
 
@@ -76,9 +76,9 @@ def reject_before_advantages(batch: TrajectoryBatch, cfg: CreditConfig, masks: M
     """verl's decoupled mode (``cfg.rollout_rs_masks_advantages``): the trainer runs
     ``compute_rollout_correction_and_add_to_batch`` after the rewards and in-reward KL and before
     ``compute_advantage``, and it replaces ``response_mask`` by the rejection-masked one, so the estimator sees
-    m·keep (CONVENTIONS.md §14). The correction is computed here on the state mask (verl's response_mask, every
-    row of the batch) and kept in the masks for stage 4. Unchanged ``masks`` without rejection, in bypass mode
-    (the loss rejects there) or under the other trainers' convention."""
+    m·keep (docs/conventions/policy-stage.md §14). The correction is computed here on the state mask (verl's
+    response_mask, every row of the batch) and kept in the masks for stage 4. Unchanged ``masks`` without rejection, in
+    bypass mode (the loss rejects there) or under the other trainers' convention."""
     if not (cfg.rollout_rs and cfg.rollout_rs_masks_advantages and cfg.policy_ratio_base == "trainer"):
         return masks
     correction = _correction(batch, cfg, masks.state)
@@ -125,7 +125,7 @@ class Rewards:
 
 
 def subtract_kl(batch: TrajectoryBatch, cfg: CreditConfig, scores: TokenScores, masks: Masks) -> Rewards:
-    """Stage 2: verl's ``apply_kl_penalty`` when ``cfg.use_kl_in_reward`` (CONVENTIONS.md §1.4)."""
+    """Stage 2: verl's ``apply_kl_penalty`` when ``cfg.use_kl_in_reward`` (docs/conventions/verl.md §1.4)."""
     has_lp = batch.old_log_probs is not None and batch.ref_log_probs is not None
     if cfg.use_kl_in_reward:
         if not has_lp:
@@ -233,7 +233,7 @@ class LossWeights:
     mask on kept rows. agg_weights [B, T]: each token's weight in the aggregated loss (``engine.aggregation``);
     effective_weights = agg_weights · A on the loss mask. groups: the scores' group statistics. turn_sums
     [B, K, 3]: per turn, Σ of trained advantages, of rewards and of loss-mask tokens. sample_scores [B]:
-    Σ_t returns · state mask (the dump score, CONVENTIONS.md §7.1 step 6). count_mask [B, T]: the mask the
+    Σ_t returns · state mask (the dump score, docs/TUTORIAL.md §7.1 step 6). count_mask [B, T]: the mask the
     aggregation counted: loss_mask itself, or the mask before rollout rejection where the trainer counts a rejected
     token (bypass mode, ``rejected_tokens_counted``)."""
 

@@ -87,7 +87,8 @@ def tensor(x, dtype=torch.float32) -> torch.Tensor:
 
 def assert_golden(actual: torch.Tensor, expected, mask: torch.Tensor | None = None, what: str = "") -> None:
     """``actual`` equals the golden ``expected`` to atol = rtol = 1e-5 (NaN == NaN), on ``mask == 1`` only when a
-    mask is given (CONVENTIONS §5.6: values the loss never sees are arbitrary unless the engine means to match them)."""
+    mask is given (docs/conventions/README.md §5.6: values the loss never sees are arbitrary unless the engine means to
+    match them)."""
     exp = expected if isinstance(expected, torch.Tensor) else tensor(expected)
     act = torch.as_tensor(actual, dtype=torch.float32).detach().cpu()
     assert act.shape == exp.shape, f"{what}: shape {list(act.shape)} != golden {list(exp.shape)}"

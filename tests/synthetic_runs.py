@@ -125,7 +125,7 @@ def synthetic_kgqa(groups: int = 4, rollouts: int = 4, seed: int = 0, hostile: b
 
 
 def synthetic_python_tool(seed: int = 1) -> SyntheticLoad:
-    """rLLM's worked example (CONVENTIONS.md §7.2): one question, two rollouts that call python and answer "4"
+    """rLLM's worked example (docs/TUTORIAL.md §7.2): one question, two rollouts that call python and answer "4"
     (reward 1) or "5" (0)."""
     trajs = []
     for r, (answer, reward) in enumerate((("4", 1.0), ("5", 0.0))):

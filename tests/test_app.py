@@ -436,7 +436,7 @@ def test_upload_session_state_and_python_tool_modes() -> None:
     assert "run" not in at.query_params  # an upload is never put in a link
     frames = [df.value for df in at.dataframe]
     steps = next(f for f in frames if "A · per-step" in f.columns)  # tab (b) reads python_tool_two_rollouts
-    # the rLLM worked example's numbers (CONVENTIONS.md §7.2): trajectory and broadcast ±0.5 on every step;
+    # the rLLM worked example's numbers (docs/TUTORIAL.md §7.2): trajectory and broadcast ±0.5 on every step;
     # MC returns 0.9025, 0.95, 1 (γ = 0.95)
     assert steps["A · trajectory"].round(6).tolist() == [0.5] * 3 + [-0.5] * 3
     assert steps["A · broadcast"].round(6).tolist() == [0.5] * 3 + [-0.5] * 3

@@ -113,7 +113,7 @@ def test_rllm_worked_example_step_table_from_the_engine(python_tool) -> None:
     assert r0["A per-step"].tolist() == pytest.approx([1.0, 1.0, 1.0], abs=1e-5)
     assert r0["A broadcast (no std)"].tolist() == pytest.approx(
         [0.5, 0.5, 0.5]
-    )  # the worked example's ±0.5 (CONVENTIONS.md §7.2)
+    )  # the worked example's ±0.5 (docs/TUTORIAL.md §7.2)
     assert r0["A per-step (no std)"].tolist() == pytest.approx([0.45125, 0.475, 0.5])
     r1 = frame[frame["rollout"] == "rollout-1"]
     assert r1["A per-step (no std)"].tolist() == pytest.approx([-0.45125, -0.475, -0.5])

@@ -1,4 +1,4 @@
-"""The Learn page: the two worked examples (CONVENTIONS.md §7) (``dashboard.teach``) and the page on two samples."""
+"""The Learn page: the two worked examples (docs/TUTORIAL.md §7) (``dashboard.teach``) and the page on two samples."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def ex() -> teach.KgExample:
     return teach.kgr1_example()
 
 
-# ---------------------------------------------------------------------- KG-R1 reward walkthrough (CONVENTIONS.md §7.1)
+# --------------------------------------------------------------------- KG-R1 reward walkthrough (docs/TUTORIAL.md §7.1)
 def test_literal_total_follows_the_document_formula() -> None:
     t = teach.structured_total()
     assert t.mean_turn == pytest.approx(0.175)
@@ -72,7 +72,7 @@ def test_value_tokens_html_escapes_and_shows_every_value() -> None:
     assert "&lt;b&gt;" in html and "&lt;/answer&gt;" in html and "+0.875" in html and "info" in html
 
 
-# ---------------------------------------------------------------------------------------- rLLM (CONVENTIONS.md §7.2)
+# ---------------------------------------------------------------------------------------- rLLM (docs/TUTORIAL.md §7.2)
 def test_mc_returns_of_the_document() -> None:
     assert teach.mc_returns([0.0, 0.0, 1.0]) == pytest.approx([0.9025, 0.95, 1.0])
     assert teach.mc_returns([0.0, 0.0, 0.0]) == [0.0, 0.0, 0.0]

@@ -1,7 +1,7 @@
-"""The policy-loss stage in the dashboard (CONVENTIONS.md §14): on a run with the trainer's and the rollout
-engine's log-probs, the token view shows the gradient weight, the IS weight and the train/inference mismatch, lists
-the run's most mismatched tokens, and the sidebar's rollout correction changes them; on a run without the rollout's
-log-probs the correction controls are not offered."""
+"""The policy-loss stage in the dashboard (docs/conventions/policy-stage.md §14): on a run with the trainer's and the
+rollout engine's log-probs, the token view shows the gradient weight, the IS weight and the train/inference mismatch,
+lists the run's most mismatched tokens, and the sidebar's rollout correction changes them; on a run without the
+rollout's log-probs the correction controls are not offered."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The repository is self-contained: what its code, docs and lint messages cite is in it. Every "§N.M" points at a
-heading of docs/CONVENTIONS.md, and nothing cites documents or trackers a user of a clone does not have."""
+heading of docs/conventions/, and nothing cites documents or trackers a user of a clone does not have."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_every_section_reference_exists() -> None:
         for ref in SECTION_REF.findall(line)
         if ref not in sections
     ]
-    assert not missing, "sections missing from docs/CONVENTIONS.md:\n" + "\n".join(missing)
+    assert not missing, "sections missing from docs/conventions/:\n" + "\n".join(missing)
 
 
 def test_every_lint_reference_points_into_the_conventions() -> None:

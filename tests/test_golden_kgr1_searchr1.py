@@ -1,5 +1,6 @@
 """Golden: KG-R1 (structured turn/global rewards, multi-turn and uniform GRPO, the fork's token-level converter,
-old-verl GAE) and Search-R1 (GRPO and GAE over the attention mask), CONVENTIONS.md §3 and §4.
+old-verl GAE) and Search-R1 (GRPO and GAE over the attention mask), docs/conventions/kg-r1.md §3 and
+docs/conventions/search-r1.md §4.
 
 KG-R1's ``structured_rewards`` become a ``TrajectoryBatch``: ``turn_rewards`` [B, K, 1] with ``turn_mask`` (the
 turns each sample's dict lists, placeholder turns included), ``global_rewards`` [B, 6] with the dict's keys as

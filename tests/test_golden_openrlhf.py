@@ -3,8 +3,8 @@
 
 Each case's rows become a batch: the scalar reward on the row's last action token (placement as_given), the
 action mask as the only mask, the prompt group ``index // n_samples_per_prompt`` as group ids, the case's old and
-reference log-probs and critic values. ``compute_credit`` under profile ``openrlhf`` (CONVENTIONS.md §12), with
-OpenRLHF's estimator mapped by ``engine.profiles.openrlhf_estimator``, must reproduce its advantages and returns
+reference log-probs and critic values. ``compute_credit`` under profile ``openrlhf`` (docs/conventions/openrlhf.md §12),
+with OpenRLHF's estimator mapped by ``engine.profiles.openrlhf_estimator``, must reproduce its advantages and returns
 (whole tensors) and its KL on the action mask (OpenRLHF's KL tensor is not masked; CreditLens masks it, and OpenRLHF
 masks it before using it).
 """

@@ -1,7 +1,7 @@
-"""Golden: the policy-loss stage (CONVENTIONS.md §14) against the trainers' own policy losses: verl 0.9.1's policy
-losses and rollout correction (``verl_policy_loss.json``, made by ``references/verl/generate.py``) and OpenRLHF 0.11.2,
-TRL 1.16.0, SkyRL 0.3.0 and prime-rl 559b4477 (``{openrlhf,trl,skyrl,primerl}_policy_loss.json``, made by
-``references/*/generate_policy_loss.py``), and the old verl Search-R1 a14dc3a and KG-R1 7538a53 vendor
+"""Golden: the policy-loss stage (docs/conventions/policy-stage.md §14) against the trainers' own policy losses: verl
+0.9.1's policy losses and rollout correction (``verl_policy_loss.json``, made by ``references/verl/generate.py``) and
+OpenRLHF 0.11.2, TRL 1.16.0, SkyRL 0.3.0 and prime-rl 559b4477 (``{openrlhf,trl,skyrl,primerl}_policy_loss.json``, made
+by ``references/*/generate_policy_loss.py``), and the old verl Search-R1 a14dc3a and KG-R1 7538a53 vendor
 (``{searchr1,kgr1}_policy_loss.json``, made by ``references/oldverl/generate_policy_loss.py``): per token,
 d loss / d log π (the gradient weight CreditLens shows, negated), the IS weights where the trainer records them, and
 the rejection-masked mask.
@@ -365,7 +365,7 @@ OLD_VERL_MICRO_BATCHES = (
 )
 KGR1_NAN_ROW = (
     "a fully masked row under KG-R1's seq-mean-token-mean is 0/0: the loss is NaN and so is that row's gradient; "
-    "CreditLens gives the row 0 (CONVENTIONS §3.6; test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row "
+    "CreditLens gives the row 0 (docs/conventions/kg-r1.md §3.6; test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row "
     "checks every other row)"
 )
 

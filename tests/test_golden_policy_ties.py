@@ -1,8 +1,9 @@
 """Golden: the policy-loss stage where the values a trainer's min, max or clamp compares are exactly equal
-(CONVENTIONS.md §14, "Ties at clip boundaries"). ``{verl,skyrl,openrlhf,trl,primerl}_policy_ties.json``, made by
-``references/*/generate_policy_ties.py`` on the float32 inputs of ``references/tie_inputs.py`` (ratios exactly 1 ± ε,
-the dual clip, GSPO's e¹⁰ cap, the ±20 clamp, DPPO's and IPO's trust-region bounds), hold each trainer's d loss /
-d log π by autograd, which at a tie of torch.maximum / torch.minimum gives each equal input half the gradient.
+(docs/conventions/policy-stage.md §14, "Ties at clip boundaries").
+``{verl,skyrl,openrlhf,trl,primerl}_policy_ties.json``, made by ``references/*/generate_policy_ties.py`` on the float32
+inputs of ``references/tie_inputs.py`` (ratios exactly 1 ± ε, the dual clip, GSPO's e¹⁰ cap, the ±20 clamp, DPPO's and
+IPO's trust-region bounds), hold each trainer's d loss / d log π by autograd, which at a tie of torch.maximum /
+torch.minimum gives each equal input half the gradient.
 
 Each case is mapped onto a ``CreditConfig`` under the trainer's profile as in ``test_golden_policy_loss.py`` (the same
 mappings and the same stage-4 computation). Cases CreditLens does not reproduce are named with the reason in

@@ -4,10 +4,10 @@
 Each case is one rollout group of verifiers episodes; every trace the algorithm scores becomes one row of a batch
 (its nodes' tokens in order, the sampled ones as the action mask, the reward on the last sampled token), and
 ``compute_credit`` under profile ``prime-rl`` must give every sampled token the advantage prime-rl assigned it
-(CONVENTIONS.md §13). Traces prime-rl skips (errored, an untrainable agent, no sampled token) are not rows, as
-the ``verifiers_traces`` loader skips them. ``assign_advantages``' own cases (``routing``) are the loader's side: the
-per-token lists prime-rl stores on a trace's nodes, written as prime-rl writes them, must load as the values given,
-one per sampled token in order, and the lists it refuses must be refused by the loader too. The cases CreditLens
+(docs/conventions/prime-rl.md §13). Traces prime-rl skips (errored, an untrainable agent, no sampled token) are not
+rows, as the ``verifiers_traces`` loader skips them. ``assign_advantages``' own cases (``routing``) are the loader's
+side: the per-token lists prime-rl stores on a trace's nodes, written as prime-rl writes them, must load as the values
+given, one per sampled token in order, and the lists it refuses must be refused by the loader too. The cases CreditLens
 does not reproduce are named in ``NOT_REPRODUCED``, with the reason, so a new case is never skipped silently.
 """
 
@@ -26,7 +26,7 @@ from engine.profiles import prime_rl_algorithm
 
 PRIMERL = "primerl_advantages.json"
 CASES = load_golden(PRIMERL)["cases"]
-# Why a case is not reproduced (CONVENTIONS.md §13): the inputs it needs are not in a batch.
+# Why a case is not reproduced (docs/conventions/prime-rl.md §13): the inputs it needs are not in a batch.
 NOT_REPRODUCED = {
     "rae": "RAE's baseline is a per-(env, agent) running average over every group the orchestrator scored since it "
     "started, in scoring order; prime-rl neither saves nor logs it, and its trace files do not give that order",

@@ -1,4 +1,5 @@
-"""Golden: rLLM's Monte-Carlo step returns and its native (unified-trainer) advantages, CONVENTIONS.md §2.1 and §2.4.
+"""Golden: rLLM's Monte-Carlo step returns and its native (unified-trainer) advantages, docs/conventions/rllm.md §2.1
+and §2.4.
 
 (a) ``engine.rllm.mc_returns`` and the registered estimators on an ``EstimatorInput``; (b) ``compute_credit``:
 one trajectory whose steps are consecutive turns (the step reward on each step's last token) for the MC returns,

@@ -1,7 +1,7 @@
 """Golden: SkyRL 0.3.0's advantage estimators (``skyrl_advantages.json``), run unmodified by
 ``references/skyrl/generate.py`` on the shared fixtures of the verl files.
 
-(a) ``compute_credit`` under profile ``skyrl`` reproduces every case, whole tensors (CONVENTIONS.md §11).
+(a) ``compute_credit`` under profile ``skyrl`` reproduces every case, whole tensors (docs/conventions/skyrl.md §11).
 (b) How SkyRL relates to the verl golden data on the same inputs: the fixtures are the verl ones, and where SkyRL
 runs the same computation as a verl function its outputs match that function's golden outputs (GRPO = verl's loop
 and vectorized GRPO; RLOO = verl's vectorized RLOO, singletons 0; REINFORCE++ = the legacy verl b178a3c version

@@ -1,5 +1,5 @@
-"""Golden: step-level credit — rLLM's stepwise per_step / broadcast pipelines (CONVENTIONS.md §2.2, §2.3) and verl v1's
-multi-row session broadcast (CONVENTIONS.md §1.7).
+"""Golden: step-level credit — rLLM's stepwise per_step / broadcast pipelines (docs/conventions/rllm.md §2.2, §2.3) and
+verl v1's multi-row session broadcast (docs/conventions/verl.md §1.7).
 
 The goldens have one row per step. The engine holds one trajectory per (task, rollout) — or per verl session —
 whose steps are consecutive turns (``turn_ids``), so each golden row is a slice of an engine trajectory

@@ -1,4 +1,4 @@
-"""Golden: TRL 1.16.0's ``GRPOTrainer`` (CONVENTIONS.md §10), its own methods run unmodified by
+"""Golden: TRL 1.16.0's ``GRPOTrainer`` (docs/conventions/trl.md §10), its own methods run unmodified by
 ``references/trl/generate.py``.
 
 (a) ``_generate_and_score_completions``: the advantages of weighted reward functions under scale_rewards group,
@@ -70,7 +70,7 @@ def test_trl_advantages(case: dict) -> None:
 @pytest.mark.parametrize("case", golden_cases(ADVANTAGES, lambda c: not _sum_then_normalize(c)))
 def test_trl_normalize_then_sum(case: dict) -> None:
     """normalize_then_sum is GDPO under profile trl: each function standardised in its group over the rows it
-    scored, the weighted nansum whitened over the batch's rows (CONVENTIONS.md §10)."""
+    scored, the weighted nansum whitened over the batch's rows (docs/conventions/trl.md §10)."""
     p, inputs, expected = case["params"], case["inputs"], case["outputs"]
     assert p["multi_objective_aggregation"] == "normalize_then_sum"
     names = tuple(p["reward_func_names"])

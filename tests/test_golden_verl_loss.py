@@ -1,5 +1,6 @@
 """Golden: verl's KL estimators, in-reward KL penalty + controllers, loss aggregation and the dual-clip PPO loss
-(CONVENTIONS.md §1.4, §1.5), at head and at the older b178a3c commit (profile ``verl-legacy``, CONVENTIONS.md §1.6).
+(docs/conventions/verl.md §1.4, §1.5), at head and at the older b178a3c commit (profile ``verl-legacy``,
+docs/conventions/verl.md §1.6).
 
 (a) the functional pieces (``engine.kl``, ``engine.aggregation``), value and autograd gradient;
 (b) ``compute_credit``: its per-token KL, its in-reward KL rewards and controller metrics, and its per-token

@@ -1,4 +1,4 @@
-"""Golden: verl's outcome estimators (one scalar per row, broadcast · mask), CONVENTIONS.md §1.3 and §1.6.
+"""Golden: verl's outcome estimators (one scalar per row, broadcast · mask), docs/conventions/verl.md §1.3 and §1.6.
 
 Each case runs twice: (a) the registered estimator on an ``EstimatorInput`` built from the golden inputs, and
 (b) ``compute_credit`` on a ``TrajectoryBatch`` with the golden ``token_level_rewards`` as the run's token scores

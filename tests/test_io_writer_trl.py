@@ -109,7 +109,7 @@ def test_detected_and_loaded_exactly(written):
     assert written.trained_ids[10][-1] != 151645 and written.trained_ids[9][-1] == 151645  # row 10 length-limited
 
 
-TRL_SCHEME = CreditConfig(profile="trl", estimator="grpo")  # ε = 1e-4, unbiased std (CONVENTIONS.md §10)
+TRL_SCHEME = CreditConfig(profile="trl", estimator="grpo")  # ε = 1e-4, unbiased std (docs/conventions/trl.md §10)
 
 
 def test_trl_advantages_equal_creditlens_under_matching_scheme(written):

@@ -327,7 +327,8 @@ def test_strict_load_lists_notes_and_stops_only_at_a_bad_record(tmp_path, tok):
 
 def test_trainer_and_rollout_log_probs_and_entropy_are_kept_apart(tmp_path, tok):
     """A dump with the trainer's old_log_probs, the agent loop's rollout_log_probs and the actor's entropys (kept
-    before verl pops them): the batch has all three, the mismatch is their difference (CONVENTIONS.md §14)."""
+    before verl pops them): the batch has all three, the mismatch is their difference
+    (docs/conventions/policy-stage.md §14)."""
     rows, proto = step_batch(tok)
     mask = proto.batch["response_mask"].float()
     data = {k: proto.batch[k] for k in ("prompts", "responses", "response_mask", "attention_mask", "rm_scores")}

@@ -98,7 +98,7 @@ def test_singleton_gets_raw_score():
     f = only("singleton_raw_score", case.batch, case.scheme)
     res = compute_credit(case.batch, case.scheme)
     assert f.rows == [3]
-    assert res.advantages[3, 0].item() == pytest.approx(1.0 / (1.0 + 1e-6))  # μ = 0, σ = 1 (CONVENTIONS.md §1.3)
+    assert res.advantages[3, 0].item() == pytest.approx(1.0 / (1.0 + 1e-6))  # μ = 0, σ = 1 (docs/conventions/verl.md §1.3)
 
 
 def test_zero_variance_share_and_severity():
@@ -121,7 +121,7 @@ def test_near_tie_matches_spec_golden():
     res = compute_credit(case.batch, case.scheme)
     spread = (res.scores[0] - res.scores[1]).abs().item()
     assert 0 < spread < NEAR_TIE_SPREAD
-    # CONVENTIONS.md §1.3 near_tie_float_noise: ~0.057 (the float32 mean rounds onto one of the two scores,
+    # docs/conventions/verl.md §1.3 near_tie_float_noise: ~0.057 (the float32 mean rounds onto one of the two scores,
     # which gets 0)
     assert res.advantages[:2, 0].abs().max().item() == pytest.approx(0.057, abs=0.002)
     assert f.rows == [0, 1]

@@ -1,4 +1,4 @@
-"""Profile ``prime-rl`` by hand (CONVENTIONS.md §13): what its golden cases leave out."""
+"""Profile ``prime-rl`` by hand (docs/conventions/prime-rl.md §13): what its golden cases leave out."""
 
 from __future__ import annotations
 

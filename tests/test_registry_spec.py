@@ -51,7 +51,7 @@ def test_registration_refuses_what_it_does_not_know(kwargs, message) -> None:
 
 
 def test_the_lints_read_group_conventions_from_the_registry() -> None:
-    # hand-written expectations, CONVENTIONS.md §5.2 and §1.3
+    # hand-written expectations, docs/conventions/README.md §5.2 and docs/conventions/verl.md §1.3
     assert singleton_convention(CreditConfig(estimator="grpo")) == "raw"
     assert singleton_convention(CreditConfig(estimator="rloo_vectorized")) == "zero"
     assert singleton_convention(CreditConfig(estimator="rloo", rloo_singleton="zero")) == "zero"

@@ -80,7 +80,7 @@ def test_the_scan_covers_the_dashboard() -> None:
         ('NL = "&#10;"', []),
         ('T = "#%{x} %{y}"', []),
         ("T = f\"title='#{pos[j]} advantage'\"", []),
-        ('L = "[see](docs/CONVENTIONS.md#add-a-scheme)"', []),
+        ('L = "[see](docs/conventions/README.md#add-a-scheme)"', []),
         ('L = "docs/GLOSSARY.md#bad-faces"', []),
         ('L = "#deadline"', []),
         ("x = 1  # verl >= #6058, #fff in a comment", []),

@@ -1,5 +1,5 @@
-"""Profile ``trl`` and the fields it brought (CONVENTIONS.md §10), worked out by hand on tiny batches: ε = 1e-4,
-a group of one row gets 0, scale_rewards='batch' (one std over the batch, the mean per group) and seq-mean losses
+"""Profile ``trl`` and the fields it brought (docs/conventions/trl.md §10), worked out by hand on tiny batches: ε =
+1e-4, a group of one row gets 0, scale_rewards='batch' (one std over the batch, the mean per group) and seq-mean losses
 that average over every row, a fully masked one too. TRL's own outputs are checked in test_golden_trl.py."""
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def test_a_cleared_segmented_control_falls_back_to_its_declared_default() -> Non
 
 @pytest.mark.parametrize("mode", ["seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "token-sum"])
 def test_search_r1_has_only_a_token_mean(mode: str) -> None:
-    # Search-R1 a14dc3a: compute_policy_loss = masked_mean(pg_losses, eos_mask), no loss_agg_mode (CONVENTIONS §4)
+    # Search-R1 a14dc3a: compute_policy_loss = masked_mean(pg_losses, eos_mask), no loss_agg_mode
+    # (docs/conventions/search-r1.md §4)
     with pytest.raises(ValueError, match=f"'{mode}' does not exist in profile 'search-r1'"):
         CreditConfig(profile="search-r1", loss_agg_mode=mode)
     assert CreditConfig(profile="search-r1").loss_agg_mode == "token-mean"

@@ -1,9 +1,9 @@
 """Hand-computed micro cases (TRL style): tiny batches, the expected numbers worked out in the comments.
 
-* the rLLM worked example (CONVENTIONS.md §7.2, rLLM's three modes): one question, two rollouts × three steps,
+* the rLLM worked example (docs/TUTORIAL.md §7.2, rLLM's three modes): one question, two rollouts × three steps,
   rewards 1.0 and 0.0, MC returns 1.0 / 0.95 / 0.9025 with γ = 0.95, under trajectory, broadcast
   (± normalize_by_steps) and per_step;
-* the KG-R1 reward walkthrough (CONVENTIONS.md §7.1, structured rewards): final_token_only and turn_proportional
+* the KG-R1 reward walkthrough (docs/TUTORIAL.md §7.1, structured rewards): final_token_only and turn_proportional
   placements, and the '_otc_scaling_factor' / '_kg_turns_used' leak under profile kg-r1 (vs verl, which excludes
   every '_' key);
 * GAE at λ = 1 and λ = 0 on a 1×4 row, and hole skipping on a 1×5 row;
@@ -31,7 +31,7 @@ def close(actual: torch.Tensor, expected, atol: float = 1e-5) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the rLLM worked example (CONVENTIONS.md §7.2): one question, two rollouts, three steps, a python tool call
+# the rLLM worked example (docs/TUTORIAL.md §7.2): one question, two rollouts, three steps, a python tool call
 # between steps
 #
 # position:        0   1   2   3   4   5   6   7   8
@@ -200,7 +200,7 @@ def test_broadcast_workflow_trainer_splits_groups_by_last_step():
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# the KG-R1 reward walkthrough (CONVENTIONS.md §7.1): structured rewards
+# the KG-R1 reward walkthrough (docs/TUTORIAL.md §7.1): structured rewards
 #
 # position:  0   1   2   3   4   5   6   7
 # tokens:   a0  a0  i0  i0  a1  a1  a1  pad      (i0: retrieved KG information, a hole of the action mask)

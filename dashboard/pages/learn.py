@@ -1,4 +1,4 @@
-"""Learn: a guided walkthrough for teaching, led by the two worked examples' own numbers (CONVENTIONS.md §7).
+"""Learn: a guided walkthrough for teaching, led by the two worked examples' own numbers (docs/TUTORIAL.md §7).
 
 (a) A write-up of KG-R1's structured multi-turn reward pipeline: its literal reward dict on a tiny trajectory,
 every step run by the engine (``dashboard.teach``), then the sidebar's trajectory under the sidebar's scheme.
@@ -80,7 +80,7 @@ with tab_a:
     )
     st.caption(
         "Source: a write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53, ray_trainer_kg.py), "
-        "summarised with its numbers in docs/CONVENTIONS.md §7.1."
+        "summarised with its numbers in docs/TUTORIAL.md §7.1."
     )
 
     step(1, "Generation")
@@ -378,7 +378,7 @@ with tab_b:
     )
     st.caption(
         "Source: notes on rLLM's training flow and its three advantage modes (rLLM agent_ppo_trainer.py), "
-        "summarised with its numbers in docs/CONVENTIONS.md §7.2."
+        "summarised with its numbers in docs/TUTORIAL.md §7.2."
     )
     try:
         h2 = loading.open_run(RunRef("sample", PYTHON_TOOL_SAMPLE), {})

@@ -29,7 +29,7 @@ from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
 from engine.policy_losses import list_policy_losses
 from engine.profiles import CAPABILITIES, PROFILES, Profile
 
-# KG-R1's KGFormatMultiTurnRewardManager defaults (CONVENTIONS.md §3.2, §7.1).
+# KG-R1's KGFormatMultiTurnRewardManager defaults (docs/conventions/kg-r1.md §3.2, docs/TUTORIAL.md §7.1).
 KGR1_TURN_WEIGHTS = (("format_score", 0.15), ("kg_query_validity", 0.1), ("is_answer_score", 0.1))
 KGR1_GLOBAL_WEIGHTS = (("exact_match", 0.3), ("retrieval_quality", 0.4))
 
@@ -107,7 +107,7 @@ class CreditConfig:
     global_exclude_prefixes: tuple[str, ...] | None = convention(
         "Global components whose name starts with one of these are left out of the global reward. KG-R1 skips "
         "only '_raw_', so its '_otc_scaling_factor' and '_kg_turns_used' bookkeeping keys are added to the reward "
-        "(CONVENTIONS.md §3.5).",
+        "(docs/conventions/kg-r1.md §3.5).",
         label="global keys left out",
     )
     turn_score_reduce: str | None = convention(

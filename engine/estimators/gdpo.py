@@ -1,5 +1,5 @@
-"""GDPO (group reward-decoupled normalisation, arXiv:2601.05242) as verl computes it (CONVENTIONS.md §1.3), and as
-TRL's ``multi_objective_aggregation="normalize_then_sum"`` does (§10).
+"""GDPO (group reward-decoupled normalisation, arXiv:2601.05242) as verl computes it (docs/conventions/verl.md §1.3),
+and as TRL's ``multi_objective_aggregation="normalize_then_sum"`` does (§10).
 
 For each reward dimension k: A_k = GRPO(r_k) (group mean/std of that dimension alone); A = Σ_k w_k A_k; then the
 batch normalisation ``cfg.gdpo_whiten``: ``token`` (verl) advantages = masked_whiten(A · m, m) · m (batch-wide,

@@ -1,4 +1,4 @@
-"""Optimal token baseline (OTB) and its tool-integrated variant, as verl computes them (CONVENTIONS.md §1.3).
+"""Optimal token baseline (OTB) and its tool-integrated variant, as verl computes them (docs/conventions/verl.md §1.3).
 
 G_t = Σ_{k≥t} r_k m_k (reward-to-go, γ = 1).  Per-token path variance w_t = 1 − 2π_t + Σ_v π(v)² with π_t =
 exp(old_log_prob_t) (× ρ_t² with rollout IS weights); W_t = Σ_{j≤t} w_j m_j.  Per group g of ≥ 2 trajectories

@@ -1,6 +1,6 @@
 """Lints on the run itself as the scheme reads it: truncated trajectories in the loss, turn ids that go
 backwards, and global reward components summed into the reward that should not be: KG-R1's bookkeeping keys
-(CONVENTIONS.md §3.5) and components that weigh 1 only because the scheme does not name them."""
+(docs/conventions/kg-r1.md §3.5) and components that weigh 1 only because the scheme does not name them."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def global_components_used(ctx: LintContext) -> list[tuple[int, str]]:
     b, cfg = ctx.batch, ctx.cfg
     if b.global_rewards is None:
         return []
-    # an estimator that reads the structured rewards itself (CONVENTIONS.md §3.3) reads G whatever the placement
+    # an estimator that reads the structured rewards itself (docs/conventions/kg-r1.md §3.3) reads G whatever the
+    # placement
     if ctx.result.placement == "as_given" and not get_estimator(cfg.estimator).structured_rewards:
         return []
     weights = dict(cfg.global_weights)
@@ -34,12 +35,13 @@ def global_components_used(ctx: LintContext) -> list[tuple[int, str]]:
     "truncated_in_loss",
     severity="warning",
     description="trajectories that ran into the length limit are trained on",
-    reference="CONVENTIONS.md §2.2 (rLLM mask_truncated_samples), §2.5 (overlong_filter)",
+    reference="docs/conventions/rllm.md §2.2 (rLLM mask_truncated_samples), §2.5 (overlong_filter)",
     explanation="""A truncated trajectory never finished, so its score is the reward of an unfinished answer
     (usually 0, or a format penalty) and its last turn is cut mid-thought; training on it teaches the policy that
-    the tokens before the cut were bad. rLLM drops such rows with mask_truncated_samples (CONVENTIONS.md §2.2) and its
-    overlong_filter masks TRUNCATION/MAX_STEPS/TIMEOUT terminations (CONVENTIONS.md §2.5); verl trains on them unless a
-    filter is configured. Silent when mask_truncated_samples=True or the run marks no row truncated.""",
+    the tokens before the cut were bad. rLLM drops such rows with mask_truncated_samples (docs/conventions/rllm.md §2.2)
+    and its overlong_filter masks TRUNCATION/MAX_STEPS/TIMEOUT terminations (docs/conventions/rllm.md §2.5); verl trains
+    on them unless a filter is configured. Silent when mask_truncated_samples=True or the run marks no row
+    truncated.""",
 )
 def truncated_in_loss(ctx: LintContext):
     bad = ctx.batch.truncated & ctx.result.kept & (ctx.n_loss > 0)
@@ -57,11 +59,11 @@ def truncated_in_loss(ctx: LintContext):
     "turn_ids_backwards",
     severity="error",
     description="turn ids decrease along a trajectory's tokens",
-    reference="engine.batch (turn_ids: 0-based turn of every real token), CONVENTIONS.md §3.1",
+    reference="engine.batch (turn_ids: 0-based turn of every real token), docs/conventions/kg-r1.md §3.1",
     explanation="""Turn ids must be non-decreasing over a trajectory's real tokens (a tool/info token belongs to
     the turn whose action it answers). A decrease means the run's turn tensor is misaligned with its tokens
-    (KG-R1's turn_sequence_tensor must be permuted together with the tokens, CONVENTIONS.md §3.1): per-turn rewards,
-    turn_proportional / turn_final_token placement and rLLM's steps then read the wrong tokens.""",
+    (KG-R1's turn_sequence_tensor must be permuted together with the tokens, docs/conventions/kg-r1.md §3.1): per-turn
+    rewards, turn_proportional / turn_final_token placement and rLLM's steps then read the wrong tokens.""",
 )
 def turn_ids_backwards(ctx: LintContext):
     t = torch.where(ctx.attn, ctx.batch.turn_ids, -1)
@@ -80,11 +82,11 @@ def turn_ids_backwards(ctx: LintContext):
     "bookkeeping_reward_leak",
     severity="error",
     description="global reward components starting with '_' (KG-R1 bookkeeping) are added to the reward",
-    reference="CONVENTIONS.md §3.2, §3.5 (KG-R1 '_otc_scaling_factor', '_kg_turns_used')",
+    reference="docs/conventions/kg-r1.md §3.2, §3.5 (KG-R1 '_otc_scaling_factor', '_kg_turns_used')",
     explanation="""KG-R1's reward manager stores bookkeeping values in the global reward dict
     ('_otc_scaling_factor', '_kg_turns_used', '_raw_*'), but its advantage code and converter only skip keys
-    starting with '_raw_', so the others are added to the global reward (CONVENTIONS.md §3.5): without OTC a constant +1
-    (cancels inside GRPO groups except singletons, shifts PPO rewards by +1), with OTC e^(1−k/7) + k, which
+    starting with '_raw_', so the others are added to the global reward (docs/conventions/kg-r1.md §3.5): without OTC a
+    constant +1 (cancels inside GRPO groups except singletons, shifts PPO rewards by +1), with OTC e^(1−k/7) + k, which
     rewards *more* KG turns. global_exclude_prefixes decides what is skipped (profile kg-r1: ('_raw_',)).
     Fix: global_exclude_prefixes=('_',).""",
 )
@@ -117,7 +119,7 @@ def bookkeeping_reward_leak(ctx: LintContext):
     "implicit_global_weights",
     severity="warning",
     description="several global reward components are summed, some only because unlisted components weigh 1",
-    reference="engine.shaping (G = Σ_c w_c · component, unlisted w_c = 1); CONVENTIONS.md §3.2",
+    reference="engine.shaping (G = Σ_c w_c · component, unlisted w_c = 1); docs/conventions/kg-r1.md §3.2",
     explanation="""The global reward is G = Σ_c w_c · component_c over every component the run carries that
     global_exclude_prefixes does not skip; a component global_weights does not name weighs 1. A loader that
     keeps every numeric field of a record as a component (NeMo Gym rollouts carry 'accuracy', 'num_expected',

@@ -1,6 +1,7 @@
 """Lints on group-relative estimators (GRPO and kin): singleton groups, zero-variance groups, near-ties and
-std blow-ups (CONVENTIONS.md §1.3, §1.6, §2.4, §5.2, §5.3). They read the prompt groups (trajectory mode, or rLLM
-broadcast grouped by prompt); rLLM's split and per-step groups are the stepwise lints' business."""
+std blow-ups (docs/conventions/verl.md §1.3, §1.6, docs/conventions/rllm.md §2.4, docs/conventions/README.md §5.2,
+§5.3). They read the prompt groups (trajectory mode, or rLLM broadcast grouped by prompt); rLLM's split and per-step
+groups are the stepwise lints' business."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def uses_group_std(cfg) -> bool:
 
 def singleton_convention(cfg) -> str | None:
     """'raw', 'zero', or None when ``cfg.estimator`` does not baseline rows against their group (registry:
-    ``singleton``, CONVENTIONS.md §5.2)."""
+    ``singleton``, docs/conventions/README.md §5.2)."""
     return get_estimator(cfg.estimator).singleton_gets(cfg)
 
 
@@ -56,13 +57,13 @@ def count_groups(ctx: LintContext, rows: torch.Tensor) -> int:
     "singleton_raw_score",
     severity="warning",
     description="a trajectory alone in its prompt group gets its raw score as advantage",
-    reference="CONVENTIONS.md §1.3 (GRPO, RLOO, OPO, GPG singletons), §3.5, §5.2",
+    reference="docs/conventions/verl.md §1.3 (GRPO, RLOO, OPO, GPG singletons), docs/conventions/kg-r1.md §3.5, docs/conventions/README.md §5.2",
     explanation="""A prompt group of one rollout has no baseline: verl's GRPO sets μ = 0, σ = 1, so the
     advantage is the raw score s/(1 + ε); RLOO (loop), OPO, GPG and REINFORCE++-baseline (token scope) do the
-    same (CONVENTIONS.md §1.3, §5.2). A raw score is not group-relative: a constant reward offset (KG-R1's leaked
-    '_otc_scaling_factor' adds +1, CONVENTIONS.md §3.5) or a reward on a different scale becomes a full-size advantage.
-    rloo_vectorized and rLLM's REINFORCE++-baseline give singletons 0 instead (see zero_variance_groups); pass@k
-    refuses them.""",
+    same (docs/conventions/verl.md §1.3, docs/conventions/README.md §5.2). A raw score is not group-relative: a constant
+    reward offset (KG-R1's leaked '_otc_scaling_factor' adds +1, docs/conventions/kg-r1.md §3.5) or a reward on a
+    different scale becomes a full-size advantage. rloo_vectorized and rLLM's REINFORCE++-baseline give singletons 0
+    instead (see zero_variance_groups); pass@k refuses them.""",
 )
 def singleton_raw_score(ctx: LintContext):
     if not prompt_groups_apply(ctx) or singleton_convention(ctx.cfg) != "raw":
@@ -82,13 +83,13 @@ def singleton_raw_score(ctx: LintContext):
     "zero_variance_groups",
     severity="warning",
     description="groups whose rollouts all scored the same give no learning signal (share of the batch wasted)",
-    reference="CONVENTIONS.md §1.3 (all-equal group), §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)",
+    reference="docs/conventions/verl.md §1.3 (all-equal group), docs/conventions/rllm.md §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)",
     explanation="""When every rollout of a prompt scored the same (all solved, all failed), a group-relative
     advantage is 0 for all of them (or, with REINFORCE++-baseline's batch whitening, the same constant shift):
     the rollouts cost generation time but carry no within-group signal, and they still dilute token-mean
     denominators. Singleton groups under a 'zero' convention (rloo_vectorized, rLLM RF++-baseline) are wasted
     the same way. rLLM's rejection sampling (rejection_sample=True) and filter_uniform_groups drop such groups
-    (CONVENTIONS.md §2.2, §2.4). Info below a waste share of ZERO_VARIANCE_WARN_SHARE, warning above.""",
+    (docs/conventions/rllm.md §2.2, §2.4). Info below a waste share of ZERO_VARIANCE_WARN_SHARE, warning above.""",
 )
 def zero_variance_groups(ctx: LintContext):
     if not prompt_groups_apply(ctx):
@@ -126,16 +127,16 @@ def zero_variance_groups(ctx: LintContext):
     "near_tie_amplified",
     severity="warning",
     description="tied scores (spread < 1e-6, exact ties included) get sizeable advantages from 1/(σ + ε)",
-    reference="CONVENTIONS.md §1.3 (near_tie_float_noise), §1.6 (verl PR #6348)",
+    reference="docs/conventions/verl.md §1.3 (near_tie_float_noise), §1.6 (verl PR #6348)",
     explanation="""The scores of a group are equal up to float rounding (spread below NEAR_TIE_SPREAD = 1e-6),
     yet a std-normalised estimator gives its rows advantages above NEAR_TIE_MIN_ADVANTAGE: dividing by σ + ε
     with σ ≈ 1e-8 turns rounding error into a learning signal. Two ways in: scores that differ by an ulp
-    (0.7 against 0.1 + 0.6 in float32: verl GRPO gives ~0.057, the near_tie_float_noise golden of CONVENTIONS.md §1.3),
-    and bit-identical non-dyadic scores whose float32 group mean does not round back to the score (8 × 0.35:
-    torch.mean/torch.std, as verl's GRPO loop uses them, give every rollout the same advantage ≈ 0.029, so the
-    whole group is pushed one way by noise). Older grpo_vectorized floored the variance at 1e-6 and gave ~6e-5
-    (CONVENTIONS.md §1.6). Fix: round rewards to dyadic values, Dr.GRPO (norm_adv_by_std_in_grpo=False) or a variance
-    floor.""",
+    (0.7 against 0.1 + 0.6 in float32: verl GRPO gives ~0.057, the near_tie_float_noise golden of
+    docs/conventions/verl.md §1.3), and bit-identical non-dyadic scores whose float32 group mean does not round back to
+    the score (8 × 0.35: torch.mean/torch.std, as verl's GRPO loop uses them, give every rollout the same advantage ≈
+    0.029, so the whole group is pushed one way by noise). Older grpo_vectorized floored the variance at 1e-6 and gave
+    ~6e-5 (docs/conventions/verl.md §1.6). Fix: round rewards to dyadic values, Dr.GRPO (norm_adv_by_std_in_grpo=False)
+    or a variance floor.""",
 )
 def near_tie_amplified(ctx: LintContext):
     if not prompt_groups_apply(ctx) or not uses_group_std(ctx.cfg):
@@ -162,7 +163,7 @@ def near_tie_amplified(ctx: LintContext):
     "std_blowup",
     severity="warning",
     description="|A| is more than 1000× the group's score spread: tiny reward differences become full advantages",
-    reference="verl issue #957 class; CONVENTIONS.md §1.3 (1/(σ + ε)), §5.3; Dr.GRPO (Liu et al. 2025)",
+    reference="verl issue #957 class; docs/conventions/verl.md §1.3 (1/(σ + ε)), docs/conventions/README.md §5.3; Dr.GRPO (Liu et al. 2025)",
     explanation="""A group's scores differ by a tiny amount (above float noise), but std normalisation scales
     the differences up to unit-size advantages: max |A| / spread exceeds STD_BLOWUP_RATIO = 1000. Small
     partial-credit or shaping terms (format bonuses, length penalties, KL in the reward) then dominate the
@@ -192,7 +193,7 @@ def std_blowup(ctx: LintContext):
     "non_finite_advantage",
     severity="error",
     description="trained tokens whose advantage is NaN or infinite",
-    reference="CONVENTIONS.md §5.2 (singletons), §12 (OpenRLHF: groups of one)",
+    reference="docs/conventions/README.md §5.2 (singletons), docs/conventions/openrlhf.md §12 (OpenRLHF: groups of one)",
     explanation="""A NaN or infinite advantage on a trained token makes the whole loss NaN. OpenRLHF's
     group_norm and rloo (profile openrlhf) divide by the spread or the size of a group minus one, so a group of
     one rollout gets NaN: OpenRLHF only ever has groups of one when n_samples_per_prompt = 1, and then every row

@@ -1,6 +1,6 @@
 """Lints on how token-level estimators cross tool/info blocks ("holes"): GAE taking TD steps through them and
-REINFORCE++ resetting its return at them (CONVENTIONS.md §1.3, §1.6, §4). Each measures the effect on trained tokens by
-recomputing the run under the fixed convention."""
+REINFORCE++ resetting its return at them (docs/conventions/verl.md §1.3, §1.6, docs/conventions/search-r1.md §4). Each
+measures the effect on trained tokens by recomputing the run under the fixed convention."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ def shift_on_trained(ctx: LintContext, other: torch.Tensor, mine: torch.Tensor) 
     "gae_through_holes",
     severity="warning",
     description="GAE takes TD steps through tool/info tokens instead of skipping them",
-    reference="CONVENTIONS.md §1.3 (verl PR #2337), §4 (Search-R1/KG-R1 old-verl GAE)",
+    reference="docs/conventions/verl.md §1.3 (verl PR #2337), docs/conventions/search-r1.md §4 (Search-R1/KG-R1 old-verl GAE)",
     explanation="""GAE runs one TD step per column, tool/info tokens included (gae_skip_holes=False, or
     advantage_mask='attention' where info tokens are not holes at all): the critic's values at tokens the
     policy did not generate bootstrap the action before them, and γ·λ is applied once per info token, so a long
     tool output discounts everything before it. verl ≥ PR #2337 bootstraps from the next *valid* token and
-    applies γ, λ once per hole (CONVENTIONS.md §1.3); Search-R1 and KG-R1 vendor the old version
-    (CONVENTIONS.md §4). The finding reports how far the advantages of trained tokens move against
+    applies γ, λ once per hole (docs/conventions/verl.md §1.3); Search-R1 and KG-R1 vendor the old version
+    (docs/conventions/search-r1.md §4). The finding reports how far the advantages of trained tokens move against
     hole-skipping GAE over the action mask; it is silent when they do not move (e.g. γ = λ = 1 with zero values).""",
 )
 def gae_through_holes(ctx: LintContext):
@@ -55,11 +55,11 @@ def gae_through_holes(ctx: LintContext):
     "reinforce_reset_at_holes",
     severity="error",
     description="REINFORCE++ resets its return at tool tokens: turns before a tool call see no outcome reward",
-    reference="CONVENTIONS.md §1.6 (verl < PR #7278/#7300), FIELD_HELP reinforce_hole_mode",
+    reference="docs/conventions/verl.md §1.6 (verl < PR #7278/#7300), FIELD_HELP reinforce_hole_mode",
     explanation="""With reinforce_hole_mode='reset' (verl before PR #7278/#7300, profile verl-legacy) the running
     return G_t = r_t + γ G_{t+1} is zeroed at every masked position, so every token before a tool call gets the
     return of its own segment only: with an outcome reward at the end, all turns but the last get return 0 and,
-    after whitening, a negative advantage that has nothing to do with the outcome (CONVENTIONS.md §1.6). Fix:
+    after whitening, a negative advantage that has nothing to do with the outcome (docs/conventions/verl.md §1.6). Fix:
     reinforce_hole_mode='carry'.""",
 )
 def reinforce_reset_at_holes(ctx: LintContext):

@@ -1,5 +1,5 @@
 """Length bias: how strongly each trajectory's total credit follows its length under the loss aggregation
-(CONVENTIONS.md §1.5; Dr.GRPO, Liu et al. 2025; DAPO's token-level loss)."""
+(docs/conventions/verl.md §1.5; Dr.GRPO, Liu et al. 2025; DAPO's token-level loss)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
     "length_bias",
     severity="warning",
     description="each trajectory's total credit Σ_t |w·A| follows its length under the chosen aggregation",
-    reference="CONVENTIONS.md §1.5 (agg_loss); Dr.GRPO (Liu et al. 2025)",
+    reference="docs/conventions/verl.md §1.5 (agg_loss); Dr.GRPO (Liu et al. 2025)",
     explanation="""The total credit of a trajectory, Σ_t |w_t·A_t| (w = the aggregation weight of each trained
     token), correlates with its number of trained tokens above LENGTH_BIAS_CORRELATION: a response twice as
     long pushes the policy about twice as hard with the same advantage. token-sum, seq-mean-token-sum and
     seq-mean-token-sum-norm weigh every token alike without dividing by a token count, so the loss scale
     itself grows with length (warning); token-mean has the same per-trajectory profile divided by the batch's
     token count, which is its intent (each token weighs the same; info). seq-mean-token-mean gives every
-    trajectory the same total weight (then only |A| itself can follow length). CONVENTIONS.md §1.5 lists
+    trajectory the same total weight (then only |A| itself can follow length). docs/conventions/verl.md §1.5 lists
     the weights.""",
 )
 def length_bias(ctx: LintContext):

@@ -1,7 +1,7 @@
 """What a lint reports (``Finding``) and the registry of checks (``CHECKS``) the CLI and the dashboard list.
 
 A check is ``fn(ctx: LintContext) -> Finding | list[Finding] | None``, registered with ``@register_check`` under
-a unique name with its worst severity, a one-line description, the section of docs/CONVENTIONS.md, upstream
+a unique name with its worst severity, a one-line description, the section of docs/conventions/, upstream
 issue or paper it comes from, and a longer explanation that every finding it makes carries.
 """
 
@@ -24,7 +24,7 @@ class Finding:
     (batch rows, sorted). tokens: row → offending token positions, for highlighting (empty when the finding is
     about whole trajectories). count: number of offending units the message counts (tokens for token-level
     findings, trajectories or steps otherwise). explanation: why it matters, with its
-    reference (docs/CONVENTIONS.md section, upstream issue, paper).
+    reference (docs/conventions/ section, upstream issue, paper).
     """
 
     severity: str

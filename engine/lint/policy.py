@@ -1,5 +1,5 @@
 """Lints on the policy-loss stage: where the trainer and the rollout engine disagree about the sampled tokens, and
-where the policy's recorded entropy says it has stopped exploring (CONVENTIONS.md §14)."""
+where the policy's recorded entropy says it has stopped exploring (docs/conventions/policy-stage.md §14)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from engine.lint.thresholds import ENTROPY_COLLAPSE_NATS, MISMATCH_LOG_RATIO
     "train_inference_mismatch",
     severity="warning",
     description="trained tokens whose trainer and rollout-engine log-probs are more than 2× apart",
-    reference="CONVENTIONS.md §14 (verl rollout_corr_helper: TIS, IcePop, rejection sampling)",
+    reference="docs/conventions/policy-stage.md §14 (verl rollout_corr_helper: TIS, IcePop, rejection sampling)",
     explanation="""The rollout engine (vLLM, SGLang) sampled these tokens with a probability more than 2× away from
     the one the trainer computes for the same policy (|log π_trainer − log π_rollout| > log 2): different kernels,
     precision or a stale weight sync. PPO's ratio then measures the engines' disagreement, not the update, and the
@@ -49,7 +49,7 @@ def train_inference_mismatch(ctx: LintContext):
     "entropy_collapse",
     severity="warning",
     description="the policy's entropy on the trained tokens is near zero (the run records it)",
-    reference="CONVENTIONS.md §14 (token entropy); Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs",
+    reference="docs/conventions/policy-stage.md §14 (token entropy); Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs",
     explanation="""The run records the policy's entropy at each token (verl's entropys). When the trained tokens'
     mean entropy is below ENTROPY_COLLAPSE_NATS nats the policy is nearly deterministic where it is trained: the
     sampled rollouts of a prompt barely differ, group baselines see ties, and the few high-entropy ('forking')

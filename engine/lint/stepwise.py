@@ -1,5 +1,5 @@
-"""Lints on rLLM's stepwise modes (CONVENTIONS.md §2.2, §2.3): broadcast groups split by step count, steps left without
-advantage, and small or singleton per-step groups. A step is a turn (``turn_ids``)."""
+"""Lints on rLLM's stepwise modes (docs/conventions/rllm.md §2.2, §2.3): broadcast groups split by step count, steps
+left without advantage, and small or singleton per-step groups. A step is a turn (``turn_ids``)."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ def step_tokens(ctx: LintContext, steps: torch.Tensor) -> torch.Tensor:
     "broadcast_group_split",
     severity="warning",
     description="rLLM broadcast grouped by (prompt, last step) splits a prompt's rollouts by step count",
-    reference="CONVENTIONS.md §2.3 (AgentWorkflowPPOTrainer: uid = step id)",
+    reference="docs/conventions/rllm.md §2.3 (AgentWorkflowPPOTrainer: uid = step id)",
     explanation="""rLLM's workflow trainer sets uid = step id, so stepwise broadcast groups last steps by
     (task, last-step index) (broadcast_group_key='prompt_and_last_step', profile rllm-workflow): rollouts of one
     prompt that took different numbers of steps land in different GRPO groups, often singletons that get
-    their raw reward as advantage (CONVENTIONS.md §2.3: u0's rollouts get 1.0, 1.0, 0.2). The legacy trainer grouped
-    by prompt (broadcast_group_key='prompt').""",
+    their raw reward as advantage (docs/conventions/rllm.md §2.3: u0's rollouts get 1.0, 1.0, 0.2). The legacy trainer
+    grouped by prompt (broadcast_group_key='prompt').""",
 )
 def broadcast_group_split(ctx: LintContext):
     cfg = ctx.cfg
@@ -65,7 +65,7 @@ def broadcast_group_split(ctx: LintContext):
     "zero_advantage_steps",
     severity="warning",
     description="rLLM stepwise mode leaves steps with zero advantage although their trajectory has credit",
-    reference="CONVENTIONS.md §2.2 (broadcast, per_step), §7.2 (worked example)",
+    reference="docs/conventions/rllm.md §2.2 (broadcast, per_step), docs/TUTORIAL.md §7.2 (worked example)",
     explanation="""In stepwise_mode 'broadcast' every step of a trajectory should get the last step's scalar,
     and in 'per_step' each step its group-relative MC return. A step whose trained tokens all get advantage 0
     while the same trajectory has nonzero credit under stepwise_mode='trajectory' is left out of the update:
@@ -94,11 +94,11 @@ def zero_advantage_steps(ctx: LintContext):
     "small_step_groups",
     severity="warning",
     description="rLLM per_step groups (k-th steps of a prompt's rollouts) that are singletons or small",
-    reference="CONVENTIONS.md §2.2 (per_step: a singleton group returns the raw MC return)",
+    reference="docs/conventions/rllm.md §2.2 (per_step: a singleton group returns the raw MC return)",
     explanation="""In stepwise_mode 'per_step' the k-th steps of one prompt's rollouts form a group. Late steps
     exist only in the longer rollouts, so their groups are small, and a singleton group gets its raw
-    Monte-Carlo return as advantage (CONVENTIONS.md §2.2): the last turns of the longest rollout are trained on an
-    unbaselined return. Warning for singletons with a raw-score convention, info for groups smaller than
+    Monte-Carlo return as advantage (docs/conventions/rllm.md §2.2): the last turns of the longest rollout are trained
+    on an unbaselined return. Warning for singletons with a raw-score convention, info for groups smaller than
     SMALL_STEP_GROUP (and than their prompt group). Sizes come from the engine's step_group_size extra.""",
 )
 def small_step_groups(ctx: LintContext):

@@ -2,7 +2,8 @@
 
 # |ΔA| or |A| at or below this counts as "no change" / "zero advantage" (float32 noise after whitening).
 ADVANTAGE_TOL = 1e-6
-# CONVENTIONS.md §1.3 near_tie_float_noise: a group whose score spread is below this is tied up to float rounding ...
+# docs/conventions/verl.md §1.3 near_tie_float_noise: a group whose score spread is below this is tied up to float
+# rounding ...
 NEAR_TIE_SPREAD = 1e-6
 # ... and an |A| above this in such a group is rounding noise amplified by 1/(σ + ε).
 NEAR_TIE_MIN_ADVANTAGE = 1e-3
@@ -19,7 +20,8 @@ LENGTH_BIAS_CORRELATION = 0.8
 LENGTH_BIAS_MIN_CV = 1e-4
 # Fewer trained trajectories than this: no length-bias verdict.
 LENGTH_BIAS_MIN_ROWS = 4
-# Aggregations whose loss is not divided by a token count, so its scale itself grows with length (CONVENTIONS.md §1.5).
+# Aggregations whose loss is not divided by a token count, so its scale itself grows with length
+# (docs/conventions/verl.md §1.5).
 LENGTH_SCALED_MODES = ("token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 # A trainer's logged advantage and CreditLens's recomputation agree when |ΔA| is at most this (float32 noise of
 # two implementations of one formula; a different ε, std ddof or weight moves them further).

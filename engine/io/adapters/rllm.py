@@ -1,5 +1,5 @@
 """Adapter ``rllm``: rLLM Episodes / Trajectories / Steps (``to_dict()`` / ``model_dump()`` JSON, the
-``EpisodeLogger`` files), legacy engine outputs and chat-completion dumps (CONVENTIONS.md §2.5).
+``EpisodeLogger`` files), legacy engine outputs and chat-completion dumps (docs/conventions/rllm.md §2.5).
 
 Accepted records (JSONL, a JSON array, or one JSON document):
 

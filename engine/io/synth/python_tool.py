@@ -1,4 +1,4 @@
-"""Sample run ``python_tool_two_rollouts``: the rLLM worked example (CONVENTIONS.md §7.2), one question, two rollouts.
+"""Sample run ``python_tool_two_rollouts``: the rLLM worked example (docs/TUTORIAL.md §7.2), one question, two rollouts.
 
 Each rollout has 3 steps = 3 turns: (0) the model thinks and calls a python tool, the tool output follows;
 (1) the model reads the output and verifies with a second call; (2) the final answer, "4" (correct, step
@@ -66,7 +66,7 @@ def python_tool_run() -> Run:
             prompt=prompt,
             segments=render_response(msgs),
             turn_rewards=[{"step_reward": r} for r in rewards],
-            metadata={"truncated": False, "answer": answer, "source": "rLLM worked example (CONVENTIONS.md §7.2)"},
+            metadata={"truncated": False, "answer": answer, "source": "rLLM worked example (docs/TUTORIAL.md §7.2)"},
         )
         for name, msgs, rewards, answer in rollouts
     ]
