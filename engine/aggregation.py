@@ -1,5 +1,4 @@
-"""Loss aggregation (verl ``agg_loss``, docs/conventions/verl.md §1.5) as a per-token weight, so length bias can be
-seen.
+"""Loss aggregation (verl ``agg_loss``, docs/conventions/verl.md §1.5) as a per-token weight: length bias shows.
 
 loss = Σ_{i,t} w_{i,t} · L_{i,t} with n_i = Σ_t m_{i,t}, N = Σ n_i, G = #{i: n_i > 0}:
   token-mean: w = m/N · dp;  token-sum: w = m · dp;  seq-mean-token-sum: w = m/G · dp;

@@ -165,7 +165,9 @@ class CreditResult:
     )
     turn_advantage = View(lambda s: s.loss.turn_sums[..., 0], "[B, K] Σ of each turn's trained advantages.")
     turn_tokens = View(lambda s: s.loss.turn_sums[..., 2], "[B, K] each turn's loss-mask tokens.")
-    mismatch = View(lambda s: s.loss.policy.mismatch, "[B, T] log π_trainer − log π_rollout (docs/conventions/policy-stage.md §14).")
+    mismatch = View(
+        lambda s: s.loss.policy.mismatch, "[B, T] log π_trainer − log π_rollout (docs/conventions/policy-stage.md §14)."
+    )
     ratio = View(lambda s: s.loss.policy.ratio, "[B, T] the ratio the policy loss clips (``engine.policy``).")
     pg_clipped = View(lambda s: s.loss.policy.pg_clipped, "[B, T] the policy loss cuts the token's gradient.")
     is_weight = View(lambda s: s.loss.policy.is_weight, "[B, T] the rollout-correction IS weight (1 when off).")

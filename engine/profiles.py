@@ -407,8 +407,7 @@ def openrlhf_estimator(name: str) -> dict[str, object]:
 
 
 # TRL's GRPOConfig.loss_type → the CreditConfig aggregation that weighs each token as TRL's loss does (one process,
-# no gradient accumulation; docs/conventions/trl.md §10). dr_grpo divides by max_completion_length, the rest need
-# nothing.
+# no gradient accumulation; docs/conventions/trl.md §10). dr_grpo divides by max_completion_length, others: nothing.
 TRL_LOSS_AGG = {
     "grpo": "seq-mean-token-mean",
     "sapo": "seq-mean-token-mean",

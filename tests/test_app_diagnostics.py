@@ -51,7 +51,7 @@ def test_summarize_sorts_caps_and_numbers_repeated_checks() -> None:
     assert len(err.tokens[0]) == diagnostics.MAX_HIGHLIGHT and err.tokens[0].dtype.itemsize == 4  # int32, capped
     assert err.row_tokens == {0: 900_000, 2: 2} and err.num_tokens == 900_002  # counts stay exact
     assert err.explanation  # the check's explanation when the finding carries none
-    assert err.reference.startswith("CONVENTIONS.md §") and err.picker_rows() == [0, 2]
+    assert err.reference.startswith("docs/conventions/verl.md §") and err.picker_rows() == [0, 2]
     assert views[3].tokens == {} and views[3].picker_rows() == [0, 1]  # whole-trajectory finding
     many = Finding("info", "advantage_on_info_tokens", "x", rows=list(range(700)), tokens={r: [1] for r in range(700)})
     (v,) = diagnostics.summarize([many])

@@ -365,7 +365,8 @@ OLD_VERL_MICRO_BATCHES = (
 )
 KGR1_NAN_ROW = (
     "a fully masked row under KG-R1's seq-mean-token-mean is 0/0: the loss is NaN and so is that row's gradient; "
-    "CreditLens gives the row 0 (docs/conventions/kg-r1.md §3.6; test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row "
+    "CreditLens gives the row 0 (docs/conventions/kg-r1.md §3.6; "
+    "test_kgr1_seq_mean_token_mean_differs_only_on_the_empty_row "
     "checks every other row)"
 )
 

@@ -98,7 +98,8 @@ def test_singleton_gets_raw_score():
     f = only("singleton_raw_score", case.batch, case.scheme)
     res = compute_credit(case.batch, case.scheme)
     assert f.rows == [3]
-    assert res.advantages[3, 0].item() == pytest.approx(1.0 / (1.0 + 1e-6))  # μ = 0, σ = 1 (docs/conventions/verl.md §1.3)
+    # μ = 0, σ = 1 (docs/conventions/verl.md §1.3)
+    assert res.advantages[3, 0].item() == pytest.approx(1.0 / (1.0 + 1e-6))
 
 
 def test_zero_variance_share_and_severity():

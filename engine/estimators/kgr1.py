@@ -1,5 +1,4 @@
-"""KG-R1's structured-reward GRPO estimators (docs/conventions/kg-r1.md §3.3), on weighted turn rewards r_{i,k} and
-global G_i.
+"""KG-R1's structured-reward GRPO estimators (docs/conventions/kg-r1.md §3.3) on weighted turn rewards r_{i,k} and G_i.
 
 ``grpo_multiturn``: per group, pool **every** (sample, turn) reward of the group (turn indices are not separated,
 although the reference's docstring says "per turn"); A_T(i,k) = (r_{ik} − μ_T)/(σ_T + ε) on the action tokens of

@@ -18,8 +18,7 @@ def global_components_used(ctx: LintContext) -> list[tuple[int, str]]:
     b, cfg = ctx.batch, ctx.cfg
     if b.global_rewards is None:
         return []
-    # an estimator that reads the structured rewards itself (docs/conventions/kg-r1.md §3.3) reads G whatever the
-    # placement
+    # an estimator that reads the structured rewards itself (docs/conventions/kg-r1.md §3.3) reads G, any placement
     if ctx.result.placement == "as_given" and not get_estimator(cfg.estimator).structured_rewards:
         return []
     weights = dict(cfg.global_weights)

@@ -57,7 +57,10 @@ def count_groups(ctx: LintContext, rows: torch.Tensor) -> int:
     "singleton_raw_score",
     severity="warning",
     description="a trajectory alone in its prompt group gets its raw score as advantage",
-    reference="docs/conventions/verl.md §1.3 (GRPO, RLOO, OPO, GPG singletons), docs/conventions/kg-r1.md §3.5, docs/conventions/README.md §5.2",
+    reference=(
+        "docs/conventions/verl.md §1.3 (GRPO, RLOO, OPO, GPG singletons), "
+        "docs/conventions/kg-r1.md §3.5, docs/conventions/README.md §5.2"
+    ),
     explanation="""A prompt group of one rollout has no baseline: verl's GRPO sets μ = 0, σ = 1, so the
     advantage is the raw score s/(1 + ε); RLOO (loop), OPO, GPG and REINFORCE++-baseline (token scope) do the
     same (docs/conventions/verl.md §1.3, docs/conventions/README.md §5.2). A raw score is not group-relative: a constant
@@ -83,7 +86,10 @@ def singleton_raw_score(ctx: LintContext):
     "zero_variance_groups",
     severity="warning",
     description="groups whose rollouts all scored the same give no learning signal (share of the batch wasted)",
-    reference="docs/conventions/verl.md §1.3 (all-equal group), docs/conventions/rllm.md §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)",
+    reference=(
+        "docs/conventions/verl.md §1.3 (all-equal group), "
+        "docs/conventions/rllm.md §2.2 (rLLM rejection sampling), §2.4 (filter_uniform_groups)"
+    ),
     explanation="""When every rollout of a prompt scored the same (all solved, all failed), a group-relative
     advantage is 0 for all of them (or, with REINFORCE++-baseline's batch whitening, the same constant shift):
     the rollouts cost generation time but carry no within-group signal, and they still dilute token-mean
@@ -163,7 +169,10 @@ def near_tie_amplified(ctx: LintContext):
     "std_blowup",
     severity="warning",
     description="|A| is more than 1000× the group's score spread: tiny reward differences become full advantages",
-    reference="verl issue #957 class; docs/conventions/verl.md §1.3 (1/(σ + ε)), docs/conventions/README.md §5.3; Dr.GRPO (Liu et al. 2025)",
+    reference=(
+        "verl issue #957 class; docs/conventions/verl.md §1.3 (1/(σ + ε)), "
+        "docs/conventions/README.md §5.3; Dr.GRPO (Liu et al. 2025)"
+    ),
     explanation="""A group's scores differ by a tiny amount (above float noise), but std normalisation scales
     the differences up to unit-size advantages: max |A| / spread exceeds STD_BLOWUP_RATIO = 1000. Small
     partial-credit or shaping terms (format bonuses, length penalties, KL in the reward) then dominate the
@@ -193,7 +202,9 @@ def std_blowup(ctx: LintContext):
     "non_finite_advantage",
     severity="error",
     description="trained tokens whose advantage is NaN or infinite",
-    reference="docs/conventions/README.md §5.2 (singletons), docs/conventions/openrlhf.md §12 (OpenRLHF: groups of one)",
+    reference=(
+        "docs/conventions/README.md §5.2 (singletons), docs/conventions/openrlhf.md §12 (OpenRLHF: groups of one)"
+    ),
     explanation="""A NaN or infinite advantage on a trained token makes the whole loss NaN. OpenRLHF's
     group_norm and rloo (profile openrlhf) divide by the spread or the size of a group minus one, so a group of
     one rollout gets NaN: OpenRLHF only ever has groups of one when n_samples_per_prompt = 1, and then every row

@@ -20,7 +20,9 @@ def shift_on_trained(ctx: LintContext, other: torch.Tensor, mine: torch.Tensor) 
     "gae_through_holes",
     severity="warning",
     description="GAE takes TD steps through tool/info tokens instead of skipping them",
-    reference="docs/conventions/verl.md §1.3 (verl PR #2337), docs/conventions/search-r1.md §4 (Search-R1/KG-R1 old-verl GAE)",
+    reference=(
+        "docs/conventions/verl.md §1.3 (verl PR #2337), docs/conventions/search-r1.md §4 (Search-R1/KG-R1 old-verl GAE)"
+    ),
     explanation="""GAE runs one TD step per column, tool/info tokens included (gae_skip_holes=False, or
     advantage_mask='attention' where info tokens are not holes at all): the critic's values at tokens the
     policy did not generate bootstrap the action before them, and γ·λ is applied once per info token, so a long

@@ -136,7 +136,7 @@ def reward_on_masked_token(ctx: LintContext):
     explanation="""A kept trajectory has no token in the loss mask (an empty response, or one made only of tool
     and template tokens): it contributes no gradient, but its score still enters its group's mean and std
     (docs/conventions/verl.md §1.3), so it shifts the advantages of its siblings, and with seq-mean aggregations it is
-    left out of the sequence count. Usually a loader or rollout bug (a response that was cut before the model
+    left out of the sequence count. Usually a loader or rollout bug (a response cut before the model
     spoke).""",
 )
 def no_trainable_tokens(ctx: LintContext):

@@ -49,7 +49,10 @@ def train_inference_mismatch(ctx: LintContext):
     "entropy_collapse",
     severity="warning",
     description="the policy's entropy on the trained tokens is near zero (the run records it)",
-    reference="docs/conventions/policy-stage.md §14 (token entropy); Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs",
+    reference=(
+        "docs/conventions/policy-stage.md §14 (token entropy); "
+        "Cui et al. 2025, The Entropy Mechanism of RL for Reasoning LMs"
+    ),
     explanation="""The run records the policy's entropy at each token (verl's entropys). When the trained tokens'
     mean entropy is below ENTROPY_COLLAPSE_NATS nats the policy is nearly deterministic where it is trained: the
     sampled rollouts of a prompt barely differ, group baselines see ties, and the few high-entropy ('forking')

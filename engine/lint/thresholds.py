@@ -2,8 +2,7 @@
 
 # |ΔA| or |A| at or below this counts as "no change" / "zero advantage" (float32 noise after whitening).
 ADVANTAGE_TOL = 1e-6
-# docs/conventions/verl.md §1.3 near_tie_float_noise: a group whose score spread is below this is tied up to float
-# rounding ...
+# docs/conventions/verl.md §1.3 near_tie_float_noise: a score spread below this is a float-rounding tie ...
 NEAR_TIE_SPREAD = 1e-6
 # ... and an |A| above this in such a group is rounding noise amplified by 1/(σ + ε).
 NEAR_TIE_MIN_ADVANTAGE = 1e-3

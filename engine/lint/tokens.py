@@ -28,7 +28,9 @@ def diff_region(ids: np.ndarray, other: np.ndarray) -> tuple[int, int]:
     "retokenization_mismatch",
     severity="error",
     description="a segment's token ids and its text disagree, or retokenizing the text gives other ids",
-    reference="docs/conventions/rllm.md §2.2 (rLLM re-tokenises step text; token_mismatch metric), engine.io.text.tokenize",
+    reference=(
+        "docs/conventions/rllm.md §2.2 (rLLM re-tokenises step text; token_mismatch metric), engine.io.text.tokenize"
+    ),
     explanation="""Each segment of a loaded run has both text and token ids (a source may give one, the loader
     fills the other with the run's tokenizer). When decode(ids) differs from the text, the two disagree (error):
     the text shown is not what was trained, or the ids belong to another tokenizer. When decode(ids) equals the
