@@ -1,6 +1,6 @@
 """Paste the generated tables into the README and docs/SECURITY.md again (the tests fail when they are stale).
 
-    PYTHONPATH=. python scripts/readme_tables.py
+    python scripts/readme_tables.py
 
 Each table is found by its first three header cells and replaced, up to its last row, by what its generator
 makes now: ``engine.registry.estimator_table()``, ``engine.policy_losses.policy_loss_table()``,
@@ -10,6 +10,7 @@ makes now: ``engine.registry.estimator_table()``, ``engine.policy_losses.policy_
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +28,7 @@ def paste(text: str, table: str) -> str:
 
 
 def main() -> None:
+    sys.path.insert(0, str(ROOT))
     from engine.io.reading.budgets import budget_table
     from engine.policy_losses import policy_loss_table
     from engine.profiles import profile_table

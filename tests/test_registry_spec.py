@@ -19,7 +19,7 @@ README = (ROOT / "README.md").read_text()
 
 def test_readme_estimator_table_is_made_from_the_registry() -> None:
     table = estimator_table()
-    assert table in README, "README's estimator table is stale: paste engine.registry.estimator_table() there"
+    assert table in README, "README's estimator table is stale: run scripts/readme_tables.py"
     assert table.count("\n") == len(list_estimators()) + 1
 
 
@@ -28,7 +28,7 @@ def test_readme_policy_loss_table_is_made_from_the_registry() -> None:
     from engine.policy_losses import policy_loss_table
 
     table = policy_loss_table()
-    assert table in README, "README's loss table is stale: paste engine.policy_losses.policy_loss_table() there"
+    assert table in README, "README's loss table is stale: run scripts/readme_tables.py"
     assert table.count("\n") == len(list_policy_losses()) + 1 == 13
 
 
@@ -96,5 +96,5 @@ def test_security_budget_table_is_made_from_the_registry() -> None:
     from engine.io.reading.budgets import BUDGETS, budget_table
 
     security = (ROOT / "docs" / "SECURITY.md").read_text()
-    assert budget_table() in security, "docs/SECURITY.md's budget table is stale: paste budget_table() there"
+    assert budget_table() in security, "SECURITY.md's budget table is stale: run scripts/readme_tables.py"
     assert len(BUDGETS) >= 7 and all(b.env.startswith("CREDITLENS_MAX_") for b in BUDGETS.values())
