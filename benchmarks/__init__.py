@@ -1,5 +1,5 @@
 """CreditLens's benchmarks: each prints its numbers against a baseline measured in the same run, asserts nothing,
-and is run from the repository root as a module. The README's Benchmarks section records their results.
+and is run from the repository root as a module. docs/PERFORMANCE.md records their results.
 
 * ``python -m benchmarks.credit``: the vectorized engine against loops written like the references
   (``reference_loops``), every estimator's ``compute_credit``, and the pipeline against its estimator alone.

@@ -27,7 +27,7 @@ from engine import CreditConfig, CreditResult
 HASH = {CreditConfig: repr}
 CACHE_MB_ENV = "CREDITLENS_CACHE_MB"
 # Results and run-wide tables, in bytes: one result of a 50,000 × 1,000-token run (1.1 GB, GAE) fits; a second
-# scheme on such a run replaces the first (README, Benchmarks). A big run's samples have a quarter more of their own.
+# scheme on such a run replaces the first (docs/PERFORMANCE.md). A big run's samples have a quarter more of their own.
 DEFAULT_CACHE_MB = 1536
 SAMPLE_SHARE = 4
 TABLE_ENTRIES = 512

@@ -69,7 +69,7 @@ def read_run(
         tokenizer_roots=sources.allowed_roots(),  # a header's tokenizer path is read only inside these
         files=files,
     )
-    release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (README, Benchmarks)
+    release_free_memory()  # a big Parquet load leaves ~0.3 GB of decode buffers mapped (docs/PERFORMANCE.md)
     report(LOAD_SHARE, f"{len(loaded.run):,} trajectories read; hashing their content")
     _ = loaded.run.content_hash  # the cache key of everything derived from the run: computed once, here
     report(1.0, f"{len(loaded.run):,} trajectories loaded")

@@ -4,7 +4,7 @@ Each function takes a run's ``cache.RunHandle`` (from ``loading.open_run``) and 
 result by (content hash, frozen ``CreditConfig``), a table by that plus the trajectory index (``cache``: per
 session for uploads, shared for samples and data-directory files). No widgets and no session state in here.
 
-Memory (README, "Security and limits"): credit results and run-wide tables are kept in the byte budget without
+Memory (docs/SECURITY.md): credit results and run-wide tables are kept in the byte budget without
 the estimators' [B, T] intermediates; a run's segment arrays are views of its batch (one copy). Big runs
 (``bigrun.is_big``) are sampled by the pages that compute several schemes: ``sampled`` gives a handle on an even
 sample of whole groups that every function here accepts like a run of its own.

@@ -3,7 +3,7 @@
 glibc serves every allocation of 32 MB or more with a fresh ``mmap`` and returns it on free, so each large
 temporary tensor ([B, T] int64 at B·T ≥ 4M) pays thousands of page faults on first touch. Raising the mmap
 threshold keeps such blocks in the heap and reuses them: compute_credit on 1024 × 4096 tokens runs 2–3× faster
-(README, Benchmarks). Only up to 64 MiB: the 200 MiB tensors of a 50,000 × 1,000-token run, kept in the heap,
+(docs/PERFORMANCE.md). Only up to 64 MiB: the 200 MiB tensors of a 50,000 × 1,000-token run, kept in the heap,
 fragmented it and raised the peak of one computation by ~0.9 GiB; mapped, they are returned as soon as freed.
 A library import never changes this; programs opt in by calling ``tune_allocator``.
 """

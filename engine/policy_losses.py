@@ -157,15 +157,18 @@ def list_policy_losses() -> list[PolicyLoss]:
 
 
 def policy_loss_table() -> str:
-    """The README's policy-loss table (Markdown), made from the registry: a test keeps the README equal to it."""
+    """The README's policy-loss table (Markdown), made from the registry: a test keeps the README equal to it.
+    Each row links its code and the test modules that read its ``checked_by`` golden files (``engine.doclinks``)."""
+    from engine.doclinks import code_link, golden_modules, tests_links
+
     rows = [
-        "| name | label | g = ∂loss/∂log π | reads | reference | code | checked by |",
+        "| name | label | g = ∂loss/∂log π | reads | reference | code | tests |",
         "|---|---|---|---|---|---|---|",
     ]
     for loss in list_policy_losses():
         reads = ", ".join(f"`{f}`" for f in loss.reads) or "–"
-        tests = ", ".join(f"`{f}`" for f in loss.checked_by) or "–"
-        cells = (f"`{loss.name}`", loss.label, f"${loss.formula}$", reads, loss.reference, f"`{loss.code}`", tests)
+        tests = tests_links(golden_modules(loss.checked_by))
+        cells = (f"`{loss.name}`", loss.label, f"${loss.formula}$", reads, loss.reference, code_link(loss.fn), tests)
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

@@ -194,7 +194,9 @@ def list_estimators() -> list[Estimator]:
 
 
 def estimator_table() -> str:
-    """The README's estimator table (Markdown), made from the registry: a test keeps the README equal to it."""
+    """The README's estimator table (Markdown), made from the registry: a test keeps the README equal to it.
+    Each row links its code and the golden tests that check it (``engine.doclinks``)."""
+    from engine.doclinks import code_link, estimator_tests, tests_links
 
     def singleton(e: Estimator) -> str:
         if callable(e.singleton):
@@ -202,11 +204,13 @@ def estimator_table() -> str:
         return {"raw": "raw score", "zero": "0", "nan": "NaN", None: "–"}[e.singleton]
 
     rows = [
-        "| name | label | formula | needs | singleton group | ÷ group std | reference |",
-        "|---|---|---|---|---|---|---|",
+        "| name | label | formula | needs | singleton group | ÷ group std | reference | code | tests |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for e in list_estimators():
         needs = ", ".join(e.requires) or "–"
         std = "yes" if e.std_normalised else "–"
-        rows.append(f"| `{e.name}` | {e.label} | ${e.formula}$ | {needs} | {singleton(e)} | {std} | {e.reference} |")
+        links = f"{code_link(e.fn)} | {tests_links(estimator_tests(e.name))}"
+        rows.append(f"| `{e.name}` | {e.label} | ${e.formula}$ | {needs} | {singleton(e)} | {std} | {e.reference} | ")
+        rows[-1] += f"{links} |"
     return "\n".join(rows)

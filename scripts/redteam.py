@@ -1,7 +1,7 @@
 """Red-team the loaders: hostile inputs loaded in worker processes, counting hangs, memory deaths, tracebacks,
 quiet changes, reads outside the allowed roots and peak memory.
 
-    python scripts/redteam.py                 # the long run (README "Security and limits")
+    python scripts/redteam.py                 # the long run (docs/SECURITY.md)
     python scripts/redteam.py --quick         # the CI subset (tests/test_redteam.py)
 
 Every input is loaded the way the dashboard loads a data-directory file (``load_run`` with the server's

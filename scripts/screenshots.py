@@ -2,6 +2,10 @@
 
     python scripts/screenshots.py OUT_DIR [--run kgqa_multiturn] [--port 8599] [--width 1600] [--scheme CODE]
     python scripts/screenshots.py /tmp/shots --run lint_cases --pages diagnostics
+    python scripts/screenshots.py --readme       # the README's pictures, into docs/images/
+
+``--readme`` writes the README's pictures from the bundled samples: one viewport (1400 × 900) per page, no
+full-page captures, each quantized to 256 colours with Pillow so that it stays small enough for git (≲ 250 KB).
 
 On the Diagnostics page it also follows the first finding's "Open in token view" link (the first that flags
 single tokens) and saves the highlighted token view as ``tokens_highlight.png``; on the token view it also turns
@@ -24,6 +28,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("overview", "tokens", "compare", "group", "designer", "analytics", "diagnostics", "learn")
+IMAGES = ROOT / "docs" / "images"
+# The README's pictures: (file name, page, sample run). One viewport each, so the files stay small.
+README_SHOTS = (
+    ("tokens.png", "tokens", "kgqa_multiturn"),
+    ("compare.png", "compare", "python_tool_two_rollouts"),
+    ("timeline.png", "timeline", "search_steps"),
+    ("diagnostics.png", "diagnostics", "lint_cases"),
+    ("learn.png", "learn", "kgqa_multiturn"),
+)
+README_VIEWPORT = {"width": 1400, "height": 900}
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -135,9 +149,53 @@ def follow_first_finding(page, args, url: str) -> None:
     print(path)
 
 
+def shrink_png(path: Path, colors: int = 256) -> int:
+    """Quantize a screenshot to ``colors`` colours and save it optimized, in place; returns its size in bytes.
+    Streamlit's flat colours survive 256 well; text stays sharp (no dithering)."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        small = img.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+    small.save(path, optimize=True)
+    return path.stat().st_size
+
+
+def readme_shots(out: Path = IMAGES, port: int = 0) -> list[Path]:
+    """The README's pictures (``README_SHOTS``) from the bundled samples, one viewport each, shrunk."""
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    server = start_server(port)
+    written = []
+    try:
+        wait_healthy(port)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=os.environ.get("BROWSER_PATH", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+            )
+            page = browser.new_page(viewport=README_VIEWPORT)
+            for file_name, name, run in README_SHOTS:
+                page.goto(f"http://127.0.0.1:{port}/?page={name}&run={run}", wait_until="domcontentloaded")
+                wait_idle(page, timeout=300_000)  # the timeline computes its steps on a first visit
+                path = out / file_name
+                page.screenshot(path=str(path))
+                print(path, f"{shrink_png(path) / 1024:.0f} KiB")
+                written.append(path)
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return written
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out", type=Path)
+    ap.add_argument("out", type=Path, nargs="?", help="the folder for every page's full screenshot")
+    ap.add_argument("--readme", action="store_true", help="write the README's pictures into docs/images/")
     ap.add_argument("--run", default="kgqa_multiturn")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--width", type=int, default=1600)
@@ -145,6 +203,11 @@ def main() -> None:
     ap.add_argument("--pages", nargs="*", default=list(PAGES))
     ap.add_argument("--scheme", default=None, help="a scheme code for the sidebar (dashboard.schemes)")
     args = ap.parse_args()
+    if args.readme:
+        readme_shots(args.out or IMAGES, args.port)
+        return
+    if args.out is None:
+        ap.error("give OUT_DIR, or --readme")
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -169,7 +169,7 @@ def test_the_field_reference_is_made_from_the_declarations() -> None:
 # ------------------------------------------------------------------------------------------------ profiles
 def test_readme_profile_table_is_made_from_the_profiles() -> None:
     readme = (ROOT / "README.md").read_text()
-    assert profile_table() in readme, "README's profile table is stale: paste engine.profiles.profile_table() there"
+    assert profile_table() in readme, "README's profile table is stale: run scripts/readme_tables.py"
     assert profile_table().count("\n") == 1 + len(PROFILES)
 
 

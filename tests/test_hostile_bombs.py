@@ -92,7 +92,7 @@ def test_the_ceiling_default_and_its_environment_override(monkeypatch):
 
 
 def test_the_default_ceiling_lets_the_50000_by_1000_token_parquet_run_load(tmp_path, monkeypatch):
-    """The big run of README "Big runs" (50,000 x 1,000 tokens, 218 MiB) must still load: a 500-trajectory
+    """The big run of docs/PERFORMANCE.md, "Big runs" (50,000 x 1,000 tokens, 218 MiB) must still load: a 500-trajectory
     slice of the same synthetic run, times 100, fits what the default ceiling lets a load decode and hold."""
     from benchmarks.big_run import write_run
 

@@ -12,7 +12,7 @@ and ``quiet`` families, each loaded detected and forced) must end with no hang, 
 no quiet change and no read outside the roots, like the rest.
 The long run (4,945 inputs: 4,000 of the old families, 800 from the trainer seeds, every structure and quiet
 input, each trainer input detected and forced; 4 GiB bombs) is
-``python scripts/redteam.py``; its figures are in the README.
+``python scripts/redteam.py``; its figures are in docs/SECURITY.md.
 """
 
 from __future__ import annotations
