@@ -1,9 +1,9 @@
-"""Links for the README's generated tables: each row's code (the file and line of its registered function) and
-its tests (the test modules that check it against the reference trainers' golden files).
+"""Links for the README's generated tables: each row's code (its registered function, by name, linked to its
+file) and its tests (the test modules that check it against the reference trainers' golden files).
 
-Everything here is computed from the source tree, never written by hand: a line anchor moves when the code
-moves, and ``scripts/readme_tables.py`` pastes the tables again. Links are relative to the repository root,
-which is where the README sits.
+Everything here is computed from the source tree, never written by hand. Links name files, not lines, so editing
+a module does not make the README stale; ``scripts/readme_tables.py`` pastes the tables again when a row changes.
+Links are relative to the repository root, which is where the README sits.
 """
 
 from __future__ import annotations
@@ -22,18 +22,9 @@ TRAINER_NAMES = {"openrlhf_advantages.json": "engine.profiles.openrlhf_estimator
 
 
 def code_link(fn) -> str:
-    """``[code](engine/…/file.py#L12)``: where ``fn`` is defined."""
+    """``[`compute_x`](engine/…/file.py)``: the function ``fn`` and the file that defines it."""
     path = Path(inspect.getsourcefile(fn)).resolve().relative_to(ROOT).as_posix()
-    line = inspect.getsourcelines(fn)[1]
-    return f"[code]({path}#L{line})"
-
-
-def line_link(path: str, needle: str) -> str:
-    """``[code](path#L12)``: the first line of ``path`` (from the repository root) whose text, stripped, is
-    ``needle``."""
-    lines = (ROOT / path).read_text().splitlines()
-    line = next(n for n, text in enumerate(lines, 1) if text.strip() == needle)
-    return f"[code]({path}#L{line})"
+    return f"[`{fn.__name__}`]({path})"
 
 
 def tests_links(modules: list[str]) -> str:

@@ -455,11 +455,10 @@ def trl_loss_agg(loss_type: str, max_completion_length: int | None = None) -> di
 def profile_table() -> str:
     """The README's profile table: each profile, what it reproduces, what its trainer lacks, where it is declared
     and the golden tests made from its trainer (``engine.doclinks``)."""
-    from engine.doclinks import golden_modules, line_link, profile_golden_files, tests_links
+    from engine.doclinks import golden_modules, profile_golden_files, tests_links
 
     rows = ["| profile | what it reproduces | what its trainer lacks | code | tests |", "|---|---|---|---|---|"]
     for p in PROFILES.values():
-        code = line_link("engine/profiles.py", f'"{p.name}",')  # the line that names it: Profile(…) or .derive(…)
-        links = f"{code} | {tests_links(golden_modules(profile_golden_files(p.source)))}"
+        links = f"[`PROFILES`](engine/profiles.py) | {tests_links(golden_modules(profile_golden_files(p.source)))}"
         rows.append(f"| `{p.name}` | {p.help} | {', '.join(p.lacks()) or '–'} | {links} |")
     return "\n".join(rows)

@@ -5,7 +5,7 @@
 Each table is found by its first three header cells and replaced, up to its last row, by what its generator
 makes now: ``engine.registry.estimator_table()``, ``engine.policy_losses.policy_loss_table()``,
 ``engine.profiles.profile_table()`` (README.md) and ``engine.io.reading.budgets.budget_table()``
-(docs/SECURITY.md). Line anchors in the code links move with the code, so run this after editing those modules.
+(docs/SECURITY.md). Run it after adding, removing or renaming an estimator, a loss, a profile or a budget.
 """
 
 from __future__ import annotations

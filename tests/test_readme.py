@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = sorted((ROOT / "docs").rglob("*.md"))
 # [text](target) and ![alt](target), the target up to a space, ')' or '#'; code spans are removed first.
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s#]*)(#[^)\s]*)?\)")
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
@@ -45,14 +45,7 @@ def test_every_picture_the_readme_names_is_a_png_in_docs_images() -> None:
 
 @pytest.mark.parametrize("doc", [README, *DOCS], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_relative_link_leads_to_a_file(doc: Path) -> None:
-    # docs/TUTORIAL.md and docs/conventions/ are written beside this change; until they exist, links into them
-    # are let through here (test_docs_references.py follows the § anchors into them).
-    pending = (ROOT / "docs" / "TUTORIAL.md", ROOT / "docs" / "conventions")
-    broken = [
-        target
-        for target, path in _links(doc)
-        if not path.exists() and not any(path == p or p in path.parents for p in pending if not p.exists())
-    ]
+    broken = [target for target, path in _links(doc) if not path.exists()]
     assert not broken, f"{doc.relative_to(ROOT)} links to missing files: {broken}"
 
 
