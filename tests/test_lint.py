@@ -4,6 +4,7 @@ run; hand-checked numbers for the cases whose arithmetic is short; the registry;
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -307,3 +308,25 @@ def test_lints_do_not_mutate_the_batch():
     before = case.batch.attention_mask.clone(), case.batch.turn_ids.clone()
     run_lints(case.batch, case.scheme)
     assert torch.equal(before[0], case.batch.attention_mask) and torch.equal(before[1], case.batch.turn_ids)
+
+
+def test_every_check_is_in_the_lint_doc_checks_table():
+    """docs/LINT.md's table of checks lists every registered check with its severity and reference (a check added
+    without regenerating the doc fails here, fast)."""
+    from engine.lint.report import _cell
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "LINT.md").read_text()
+    for c in CHECKS.values():
+        assert f"| `{c.name}` | {c.severity} | {_cell(c.description)} | {_cell(c.reference)} |" in text, c.name
+
+
+@pytest.mark.slow
+def test_the_lint_doc_is_what_the_report_writes():
+    """docs/LINT.md is exactly ``python -m engine.lint.report docs/LINT.md`` (every sample run under every scheme:
+    ~10-20 s, so in the full suite only)."""
+    from engine.lint.report import report
+
+    root = Path(__file__).resolve().parents[1]
+    assert (root / "docs" / "LINT.md").read_text() == report(root / "sample_runs"), (
+        "docs/LINT.md is stale: run python -m engine.lint.report docs/LINT.md"
+    )
