@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {
     # types and values
     "CreditConfig", "CreditResult", "TrajectoryBatch", "PolicyLoss", "RunHas", "Run", "Segment", "Trajectory",
-    "StepIndex", "StepSource", "TokenizerError",
+    "StepIndex", "StepSource", "TokenizerError", "Widget",
     # declarations: registries, fields, profiles, constants
     "get_estimator", "list_estimators", "ESTIMATORS", "get_policy_loss", "list_policy_losses", "PROFILES",
     "CAPABILITIES", "FIELD_HELP", "STEPWISE_MODES", "PLACEMENTS", "LOSS_AGG_MODES", "KL_NAMES", "RS_OPTIONS",
