@@ -246,13 +246,19 @@ def group_loss_matrix(batch: TrajectoryBatch, result: CreditResult, rows: np.nda
     return np_(result.loss_mask[rows, :T]) > 0
 
 
-def entropy_credit(batch: TrajectoryBatch, result: CreditResult, bins: int = 5) -> pd.DataFrame:
-    """The trained action tokens in ``bins`` equal-count entropy bins (lowest first): range, tokens, share of the
-    batch's Σ|gradient weight| and mean gradient weight (``engine.policy.credit_by_entropy``). Empty without the
-    run's entropy."""
-    from engine.policy import credit_by_entropy
+def changed_rows(before: pd.DataFrame, after: pd.DataFrame, column: str, tol: float = 1e-9) -> int:
+    """How many rows' ``column`` differs by more than ``tol`` between two tables of the same rows."""
+    return int((np.abs(after[column] - before[column]) > tol).sum())
 
-    if batch.entropy is None:
-        return pd.DataFrame()
-    mask = result.loss_mask.bool() & batch.action_mask.bool()
-    return pd.DataFrame(credit_by_entropy(batch.entropy, result.grad_weight, mask, bins))
+
+def logged_comparison(table: pd.DataFrame) -> tuple[float, float, float]:
+    """(max |advantage − logged|, mean logged advantage, mean advantage) over a token table's action tokens."""
+    on = table["action"] > 0
+    gap = float(table.loc[on, "advantage − logged"].abs().max()) if on.any() else 0.0
+    return gap, table.loc[on, "logged advantage"].mean(), table.loc[on, "advantage"].mean()
+
+
+def largest_abs(table: pd.DataFrame, column: str) -> float:
+    """max |``column``| over a token table's action tokens (0 without one)."""
+    here = table.loc[table["action"] > 0, column].abs()
+    return here.max() if len(here) else 0.0

@@ -319,3 +319,10 @@ def summary_badge_column(info, summary: pd.DataFrame) -> list[str]:
     ``RunInfo.flags`` and the summary's zero-variance column (no per-row ``iloc``)."""
     zero = summary["zero variance"].to_numpy(bool)
     return [badge_text([*flags, "zero-variance"] if z else flags) for flags, z in zip(info.flags, zero, strict=True)]
+
+
+def rollouts_html(members: Sequence[str]) -> str:
+    """The group's rollout badges in words ("solved 3 of 8 · …"), muted, escaped; "" for none."""
+    if not members:
+        return ""
+    return f"<div style='color:{MUTED_TEXT};font-size:0.9rem'>Rollouts: {escape(' · '.join(members))}</div>"

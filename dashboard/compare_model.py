@@ -13,6 +13,7 @@ import pandas as pd
 
 from dashboard import schemes
 from dashboard.theme import (
+    CARD_BACKGROUND,
     FAINT_TEXT,
     FONT_FAMILY,
     MONO_FAMILY,
@@ -22,6 +23,7 @@ from dashboard.theme import (
     OUT_OF_LOSS_INK,
     PAGE_BACKGROUND,
     SCHEME_COLORS,
+    SECONDARY_TEXT,
     SWATCH_TEXT,
     TABLE_BORDER,
     TABLE_HEAD_RULE,
@@ -304,4 +306,38 @@ def step_table_html(df: pd.DataFrame, selected: str) -> str:
         f" table.cl-steps td {{ padding: 4px 10px; border-bottom: 1px solid {TABLE_RULE}; }}"
         f" table.cl-steps td.cl-num {{ text-align: right; font-family: {MONO_FAMILY}; }}</style>"
         f"<div style='overflow-x:auto'><table class='cl-steps'><tr>{head}</tr>{''.join(body)}</table></div>"
+    )
+
+
+# ---------------------------------------------------------------------------------------------- the page's HTML
+def scheme_cards_html(labels: Sequence[str], notes: Sequence[str], ref: int, in_loss: np.ndarray) -> str:
+    """One card per scheme, in its colour: its name, how it differs from the reference, its tokens in the loss.
+    ``in_loss``: (schemes, T) bool of the trajectory shown."""
+    n_tok = in_loss.shape[1]
+    cards = []
+    for s, (name, note) in enumerate(zip(labels, notes, strict=True)):
+        trained = int(in_loss[s].sum())
+        cards.append(
+            f"<div style='flex:1 1 230px;max-width:420px;border-top:6px solid {SCHEME_COLORS[s % 8]};"
+            f"background:{CARD_BACKGROUND};border-radius:4px;padding:6px 10px'>"
+            f"<div style='font-weight:700;font-size:1.02rem'>{escape(name)}</div>"
+            f"<div style='color:{SECONDARY_TEXT};font-size:0.92rem;margin-top:2px'>"
+            f"{'' if s == ref else 'vs. reference: '}{escape(note)}</div>"
+            f"<div style='color:{FAINT_TEXT};font-size:0.82rem;margin-top:2px'>"
+            f"{trained} of {n_tok} tokens in the loss</div>"
+            "</div>"
+        )
+    return f"<div style='display:flex;flex-wrap:wrap;gap:10px;font-family:{FONT_FAMILY}'>{''.join(cards)}</div>"
+
+
+def sentence_html(sentence: str) -> str:
+    """A sentence about the step table, in the page's reading size, escaped."""
+    return f"<div style='font-family:{FONT_FAMILY};font-size:1.05rem;line-height:1.5'>{escape(sentence)}</div>"
+
+
+def scheme_detail_html(name: str, code: str, placement: str, profile: str) -> str:
+    """One scheme's line in "Scheme details": its name, code, placement and profile, escaped."""
+    return (
+        f"<div><b>{escape(name)}</b> — code <code>{escape(code)}</code> · placement "
+        f"{escape(placement)} · profile {escape(profile)}</div>"
     )

@@ -10,45 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.config import CreditConfig
+from engine.config import FIELDS, CreditConfig
 from engine.config import label as field_label
 from engine.profiles import CAPABILITIES, PROFILES
 
-# CreditConfig field → short key in a code. These are the fields the sidebar and the compare page set.
-SHORT: dict[str, str] = {
-    "profile": "p",
-    "placement": "pl",
-    "use_kl_in_reward": "kl",
-    "kl_penalty": "kp",
-    "kl_coef": "b",
-    "gamma": "g",
-    "lam": "l",
-    "norm_adv_by_std_in_grpo": "ns",
-    "grpo_std_scope": "gs",
-    "whiten_std": "ws",
-    "length_penalty": "lp",
-    "policy_loss": "pol",
-    "clip_ratio_low": "cl",
-    "clip_ratio_high": "ch",
-    "clip_ratio_c": "cc",
-    "kl_cov_ratio": "kcr",
-    "ppo_kl_coef": "kkc",
-    "tau_pos": "tp",
-    "tau_neg": "tn",
-    "kl_tau": "kt",
-    "policy_ratio_base": "rb",
-    "rollout_is": "ris",
-    "rollout_is_threshold": "rit",
-    "rollout_rs": "rrs",
-    "rollout_rs_threshold": "rrt",
-    "stepwise_mode": "sm",
-    "stepwise_gamma": "sg",
-    "normalize_by_steps": "nbs",
-    "state_masking": "ms",
-    "loss_agg_mode": "agg",
-    "value_source": "vs",
-    "rejection_sample": "rs",
-}
+# CreditConfig field → short key in a code: each field declared with a ``code`` (engine/config/scheme.py). These
+# are the fields the sidebar and the compare page set. A code lists the fields that differ from the default in
+# CODE_ORDER, the order of the codes already in use (links and saved codes keep reading the same); a field declared
+# with a code later comes after them, in declaration order.
+CODE_ORDER = (
+    "profile", "placement", "use_kl_in_reward", "kl_penalty", "kl_coef", "gamma", "lam", "norm_adv_by_std_in_grpo",
+    "grpo_std_scope", "whiten_std", "length_penalty", "policy_loss", "clip_ratio_low", "clip_ratio_high",
+    "clip_ratio_c", "kl_cov_ratio", "ppo_kl_coef", "tau_pos", "tau_neg", "kl_tau", "policy_ratio_base", "rollout_is",
+    "rollout_is_threshold", "rollout_rs", "rollout_rs_threshold", "stepwise_mode", "stepwise_gamma",
+    "normalize_by_steps", "state_masking", "loss_agg_mode", "value_source", "rejection_sample",
+)  # fmt: skip
+_CODES = {n: f.metadata["code"] for n, f in FIELDS.items() if f.metadata.get("code")}
+SHORT: dict[str, str] = {n: _CODES[n] for n in CODE_ORDER} | {n: c for n, c in _CODES.items() if n not in CODE_ORDER}
 LONG = {v: k for k, v in SHORT.items()}
 SEPARATOR = "~"
 

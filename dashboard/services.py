@@ -1,4 +1,5 @@
-"""The seam between the dashboard and the engine: the only module that calls ``compute_credit`` and the lints.
+"""The seam between the dashboard and the engine: the only module that calls ``compute_credit`` and the lints
+(tests/test_services_seam.py holds every other dashboard module to the engine's declarations and types).
 
 Each function takes a run's ``cache.RunHandle`` (from ``loading.open_run``) and is cached by hashable keys: a
 result by (content hash, frozen ``CreditConfig``), a table by that plus the trajectory index (``cache``: per
@@ -20,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import streamlit as st
 import torch
 
-from dashboard import bigrun, cache, collector, diagnostics, loading, tables
+from dashboard import bigrun, cache, collector, diagnostics, loading, tables, teach
 from dashboard.cache import LINT_ENTRIES, TABLE_ENTRIES, RunHandle, SampleLoad, per_run
 from engine import CreditConfig, CreditResult, compute_credit, list_estimators, resolve_device
 from engine.credit import with_loss_agg_mode
@@ -224,6 +226,21 @@ def lint_rows(h: RunHandle) -> np.ndarray | None:
     return _sample_rows(h, None) if is_big(run_info(h)) else None
 
 
+@per_run(entries=TABLE_ENTRIES)
+def entropy_credit(key: str, cfg: CreditConfig, bins: int, _h: RunHandle) -> pd.DataFrame:
+    """The trained action tokens in ``bins`` equal-count entropy bins (lowest first): range, tokens, share of the
+    batch's Σ|gradient weight| and mean gradient weight (``engine.policy.credit_by_entropy``). Empty without the
+    run's entropy."""
+    from engine.policy import credit_by_entropy
+
+    b = batch(_h)
+    if b.entropy is None:
+        return pd.DataFrame()
+    res = compute(_h, cfg)
+    mask = res.loss_mask.bool() & b.action_mask.bool()
+    return pd.DataFrame(credit_by_entropy(b.entropy, res.grad_weight, mask, bins))
+
+
 def turn_table(h: RunHandle, cfg: CreditConfig, i: int) -> pd.DataFrame:
     return tables.turn_table(h.run, batch(h), compute(h, cfg), i)
 
@@ -231,6 +248,39 @@ def turn_table(h: RunHandle, cfg: CreditConfig, i: int) -> pd.DataFrame:
 def reward_components(h: RunHandle, rows: np.ndarray | None = None) -> pd.DataFrame:
     """Raw reward components of every trajectory, or of ``rows``."""
     return tables.reward_components(h.run, rows)
+
+
+# ---------------------------------------------------------------------------------------------- the Learn page
+@st.cache_resource(show_spinner=False, hash_funcs=cache.HASH)
+def kgr1_example(cfg: CreditConfig = teach.DOC_CONFIG) -> teach.KgExample:
+    """KG-R1's worked example (``teach.kgr1_run``) under ``cfg`` (``final_token_only``, the document's GAE path),
+    under ``turn_proportional`` (its KL path) and under GRPO: the same for every session, so computed once."""
+    run = teach.kgr1_run()
+    b = run.to_batch(device=teach.DOC_DEVICE)
+    return teach.KgExample(
+        run=run,
+        batch=b,
+        gae=compute_credit(b, cfg, teach.DOC_DEVICE),
+        proportional=compute_credit(b, cfg.replace(placement="turn_proportional"), teach.DOC_DEVICE),
+        grpo=compute_credit(b, cfg.replace(estimator="grpo"), teach.DOC_DEVICE),
+        config=cfg,
+    )
+
+
+RLLM_MODES = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per-step"}  # mode → label
+
+
+def rllm_modes(h: RunHandle, info: tables.RunInfo, norm_by_std: bool) -> tuple[dict[str, CreditResult], dict[str, str]]:
+    """rLLM's three stepwise modes (GRPO, step γ = 0.95) on the run, made runnable on it: ({label: result},
+    {label: why the engine refused it})."""
+    base = CreditConfig(profile="rllm", estimator="grpo", norm_adv_by_std_in_grpo=norm_by_std, stepwise_gamma=0.95)
+    results, refused = {}, {}
+    for mode, label in RLLM_MODES.items():
+        try:
+            results[label] = compute(h, effective_config(info, base.replace(stepwise_mode=mode)))
+        except (ValueError, NotImplementedError) as e:
+            refused[label] = str(e)
+    return results, refused
 
 
 # ---------------------------------------------------------------------------------------------- several schemes

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import streamlit as st
 
-from dashboard import bigrun, cache, exports, loading, schemes, services, sources, state
+from dashboard import badges, bigrun, cache, controls, exports, loading, schemes, services, sources, state
 from dashboard import steps as run_steps
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from dashboard.state import K, cfg_key
@@ -14,16 +15,12 @@ from dashboard.tables import RunInfo
 from dashboard.widgets import Context
 from engine import CreditConfig, config, runnable
 from engine.config import FIELD_HELP
-from engine.kl import KL_NAMES
 from engine.perf import release_free_memory
 from engine.policy import RS_OPTIONS
 from engine.policy_losses import get_policy_loss
 from engine.profiles import PROFILES
-from engine.registry import get_estimator
 
-KL_PENALTIES = (*KL_NAMES, "k1+", "low_var_kl+")  # '+' = value of the estimator, gradient of k2 (verl ≥ #6058)
 UPLOADS_KEPT = 3
-STEPWISE_LABELS = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per step"}
 # The trajectory picker's page and search box on a run of more than bigrun.PICKER_ROWS trajectories. Declared
 # here, not in state.K, only because state.py was being edited in parallel when they were added: move them.
 PICK_PAGE = "traj.page"
@@ -298,8 +295,6 @@ def _fix_state(info: RunInfo) -> None:
 
 
 def _scheme_controls(info: RunInfo):
-    import functools  # here, not at the top: other sessions edit this module's imports
-
     from dashboard import badges
 
     _fix_state(info)
@@ -311,115 +306,10 @@ def _scheme_controls(info: RunInfo):
             for name in flags:
                 with row:
                     st.badge(name, color=badges.BADGES[name].color, help=badges.BADGES[name].tip)
-    catalogue = {e.name: e for e in services.estimator_catalogue()}
-    names = [e.name for e in services.available_estimators(info)]
     with st.expander("Credit scheme", expanded=True):
         for note in ss.pop(K.SCHEME_RESET, []):
             st.warning(state.md("{}", note), icon=":material/undo:")
-        st.selectbox(
-            "Profile",
-            config.choices("profile"),
-            key=cfg_key("profile"),
-            help=FIELD_HELP["profile"] + "\n\n" + "\n\n".join(f"**{p.name}**: {p.help}" for p in PROFILES.values()),
-        )
-        st.selectbox(
-            "Estimator",
-            names,
-            key=cfg_key("estimator"),
-            format_func=functools.partial(
-                badges.estimator_option,
-                labels={n: e.label for n, e in catalogue.items()},
-                norm_by_std=bool(ss[cfg_key("norm_adv_by_std_in_grpo")]),
-                info=info,
-                value_source=ss[cfg_key("value_source")],
-            ),
-            help=FIELD_HELP["estimator"]
-            + "\n\nGRPO-family names follow the *Divide by group std* toggle (off: Dr.GRPO-style); GAE without a "
-            "critic names the values it bootstraps from.",
-        )
-        if note := badges.estimator_note(ss[cfg_key("estimator")], info, ss[cfg_key("value_source")]):
-            st.caption(note)
-        placements = list(runnable.placements(info.run_has))
-        st.selectbox("Reward placement", placements, key=cfg_key("placement"), help=FIELD_HELP["placement"])
-        # The three modes on one row: Streamlit's button padding wraps "per step" onto a second row in the
-        # sidebar's default width.
-        css_key = badges.css_key_class(cfg_key("stepwise_mode"))
-        st.html(f"<style>.{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
-        st.segmented_control(
-            "rLLM stepwise mode",
-            config.choices("stepwise_mode"),
-            key=cfg_key("stepwise_mode"),
-            format_func=STEPWISE_LABELS.get,
-            help=FIELD_HELP["stepwise_mode"],
-            width="stretch",
-        )
-        if ss[cfg_key("stepwise_mode")] == "per_step":
-            st.slider(
-                "Step γ (MC returns)",
-                *config.bounds("stepwise_gamma"),
-                step=0.01,
-                key=cfg_key("stepwise_gamma"),
-                help=FIELD_HELP["stepwise_gamma"],
-            )
-        if ss[cfg_key("stepwise_mode")] == "broadcast":
-            st.checkbox("Normalize by steps", key=cfg_key("normalize_by_steps"), help=FIELD_HELP["normalize_by_steps"])
-        c1, c2 = st.columns(2)
-        c1.slider("γ", *config.bounds("gamma"), step=0.01, key=cfg_key("gamma"), help=FIELD_HELP["gamma"])
-        c2.slider("λ", *config.bounds("lam"), step=0.01, key=cfg_key("lam"), help=FIELD_HELP["lam"])
-        st.toggle(
-            "Divide by group std", key=cfg_key("norm_adv_by_std_in_grpo"), help=FIELD_HELP["norm_adv_by_std_in_grpo"]
-        )
-        if ss[cfg_key("estimator")] == "grpo" and ss[cfg_key("norm_adv_by_std_in_grpo")]:
-            st.segmented_control(
-                config.label("grpo_std_scope"),
-                config.choices("grpo_std_scope"),
-                key=cfg_key("grpo_std_scope"),
-                help=FIELD_HELP["grpo_std_scope"],
-                width="stretch",
-            )
-        if ss[cfg_key("estimator")] == "grpo" and info.has_trace_lengths:
-            _length_penalty_controls()
-        if get_estimator(ss[cfg_key("estimator")]).whitened:
-            st.toggle(config.label("whiten_std").capitalize(), key=cfg_key("whiten_std"), help=FIELD_HELP["whiten_std"])
-        st.toggle(
-            "State masking (tool tokens out of the loss)",
-            key=cfg_key("state_masking"),
-            help=FIELD_HELP["state_masking"],
-        )
-        st.selectbox(
-            "Loss aggregation",
-            config.choices("loss_agg_mode"),
-            key=cfg_key("loss_agg_mode"),
-            help=FIELD_HELP["loss_agg_mode"],
-        )
-        if not info.has_values:
-            st.selectbox(
-                "Values for GAE (run has no critic)",
-                runnable.VALUE_STAND_INS,
-                key=cfg_key("value_source"),
-                help=FIELD_HELP["value_source"],
-            )
-        st.toggle(
-            "In-reward KL",
-            key=cfg_key("use_kl_in_reward"),
-            disabled=not info.has_log_probs,
-            help=FIELD_HELP["use_kl_in_reward"] + badges.log_prob_note(info),
-        )
-        if ss[cfg_key("use_kl_in_reward")]:
-            c1, c2 = st.columns(2)
-            if ss[cfg_key("kl_penalty")] not in KL_PENALTIES:
-                ss[cfg_key("kl_penalty")] = "kl"
-            c1.selectbox("KL estimator", KL_PENALTIES, key=cfg_key("kl_penalty"), help=FIELD_HELP["kl_penalty"])
-            c2.number_input(
-                "β (kl_coef)",
-                min_value=0.0,
-                max_value=10.0,
-                step=0.001,
-                format="%.4f",
-                key=cfg_key("kl_coef"),
-                help=FIELD_HELP["kl_coef"],
-            )
-        _policy_controls(info)
+        _declared_controls(info)
         cfg = services.effective_config(info, state.sidebar_config(), ss[cfg_key("value_source")])
         st.caption(f"Scheme code `{schemes.encode(cfg)}`")
         st.download_button(
@@ -434,20 +324,70 @@ def _scheme_controls(info: RunInfo):
     return cfg
 
 
-# The number fields a policy loss may read (``engine.policy_losses``: each registration's ``reads``), with their
-# widget's label and bounds; the sidebar shows those the chosen loss reads, in this order.
-LOSS_WIDGETS: dict[str, tuple[str, dict]] = {
-    "clip_ratio_low": ("ε low", dict(min_value=config.bounds("clip_ratio_low")[0],
-                                     max_value=config.bounds("clip_ratio_low")[1], step=0.01)),
-    "clip_ratio_high": ("ε high", dict(min_value=0.0, step=0.01)),
-    "clip_ratio_c": ("Dual clip c", dict(min_value=1.01, step=0.5)),
-    "tau_pos": ("τ (A > 0)", dict(min_value=0.01, step=0.05)),
-    "tau_neg": ("τ (A < 0)", dict(min_value=0.01, step=0.05)),
-    "kl_cov_ratio": (config.label("kl_cov_ratio"), dict(min_value=config.bounds("kl_cov_ratio")[0],
-                     max_value=config.bounds("kl_cov_ratio")[1], step=0.0001, format="%g")),
-    "ppo_kl_coef": (config.label("ppo_kl_coef"), dict(min_value=0.0, step=0.05)),
-    "kl_tau": ("KL τ (log ρ)²", dict(min_value=0.0, step=0.01)),
-}  # fmt: skip
+def _declared_controls(info: RunInfo) -> None:
+    """Every field declared with a widget (``dashboard.controls``), section by section, in declared order; the
+    widgets of one row side by side. What a declaration cannot say (options and words that come from the run or a
+    registry) is in the few tables below, by field."""
+    ss = st.session_state
+
+    def values(field: str):
+        return ss[cfg_key(field)]
+
+    shown = [(n, w) for n, w in controls.declared() if controls.shown(n, w, values, info)]
+    for section in controls.SECTIONS:
+        if section in SECTION_HEADINGS:
+            st.markdown(**SECTION_HEADINGS[section])
+        for row in controls.rows([(n, w) for n, w in shown if w.section == section]):
+            targets = st.columns(2) if row[0][1].row else [st]
+            for target, (name, w) in zip(targets, row, strict=False):
+                _draw_control(target, name, w, info, values)
+                if name in AFTER:
+                    AFTER[name](info)
+    if not info.has_rollout_log_probs:
+        st.caption(
+            "This run has no rollout-engine log-probs beside the trainer's: the ratio is 1 (the first mini-batch) "
+            "and there is no train/inference mismatch to correct."
+        )
+
+
+def _draw_control(target, name: str, w, info: RunInfo, values) -> None:
+    """Field ``name``'s declared widget ``w`` in ``target`` (the sidebar or one of its columns)."""
+    if w.kind in DRAWERS:
+        DRAWERS[w.kind](w.label)
+        return
+    ss = st.session_state
+    key = cfg_key(name)
+    common = dict(key=key, help=HELP[name](info) if name in HELP else FIELD_HELP[name])
+    if w.kind in ("select", "segmented"):
+        options = list(OPTIONS[name](info) if name in OPTIONS else w.options or config.choices(name))
+        if w.options is not None and ss[key] not in options:
+            ss[key] = config.FIELDS[name].default
+        if w.none_label:
+            options = [None, *options]
+            common |= dict(format_func=lambda v: w.none_label if v is None else v, placeholder=w.none_label)
+        elif name in FORMAT:
+            common["format_func"] = FORMAT[name](info)
+        elif w.value_labels:
+            common["format_func"] = lambda v: dict(w.value_labels).get(v, v)
+        if w.kind == "select":
+            target.selectbox(w.label, options, **common)
+            return
+        if w.compact:  # the options on one row: Streamlit's button padding wraps "per step" in the sidebar's width
+            css_key = badges.css_key_class(key)
+            st.html(f"<style>.{css_key} button {{padding: 2px 6px; min-height: 2rem; font-size: 0.85rem;}}</style>")
+        target.segmented_control(w.label, options, width=w.width or "content", **common)
+    elif w.kind == "slider":
+        target.slider(w.label, *config.bounds(name), step=w.step, **common)
+    elif w.kind == "number":
+        lo, hi = config.bounds(name) if w.bounded else (w.min_value, w.max_value)
+        target.number_input(w.label, min_value=lo, max_value=hi, step=w.step, format=w.format, **common)
+    elif w.kind in ("toggle", "checkbox"):
+        draw = target.toggle if w.kind == "toggle" else target.checkbox
+        draw(w.label, disabled=not controls.enabled(name, w, values, info), **common)
+    elif w.kind == "text":
+        target.text_input(w.label, **common)
+    else:
+        raise ValueError(f"CreditConfig.{name}: no sidebar widget of kind {w.kind!r}")
 
 
 def loss_option(name: str) -> str:
@@ -466,57 +406,56 @@ def loss_help(loss) -> str:
     )
 
 
-def _policy_controls(info: RunInfo) -> None:
-    """The policy-loss stage: which loss, its clip bounds, and (when the run has the rollout engine's log-probs
-    beside the trainer's) the ratio's base and the rollout correction."""
+def _estimator_format(info: RunInfo):
     ss = st.session_state
-    st.markdown("**Policy loss**", help="What each token's gradient is after the advantage (Token view: gradient "
-                "weight, PPO ratio, IS weight, train/inference mismatch).")  # fmt: skip
-    loss = get_policy_loss(ss[cfg_key("policy_loss")])
-    st.selectbox(
-        "Loss",
-        config.choices("policy_loss"),
-        key=cfg_key("policy_loss"),
-        format_func=loss_option,
-        help=loss_help(loss),
+    return functools.partial(
+        badges.estimator_option,
+        labels={e.name: e.label for e in services.estimator_catalogue()},
+        norm_by_std=bool(ss[cfg_key("norm_adv_by_std_in_grpo")]),
+        info=info,
+        value_source=ss[cfg_key("value_source")],
     )
-    shown = [f for f in LOSS_WIDGETS if f in loss.reads]  # the loss's own fields, as its registration lists them
-    if PROFILES[ss[cfg_key("profile")]].conventions["dual_clip_form"] == "none":  # Search-R1: no dual clip to set
-        shown = [f for f in shown if f != "clip_ratio_c"]
-    for pair in (shown[i : i + 2] for i in range(0, len(shown), 2)):
-        for col, name in zip(st.columns(2), pair, strict=False):
-            label, kwargs = LOSS_WIDGETS[name]
-            col.number_input(label, key=cfg_key(name), help=FIELD_HELP[name], **kwargs)
-    if not info.has_rollout_log_probs:
-        st.caption(
-            "This run has no rollout-engine log-probs beside the trainer's: the ratio is 1 (the first mini-batch) "
-            "and there is no train/inference mismatch to correct."
-        )
-        return
-    st.segmented_control(
-        "PPO ratio against",
-        config.choices("policy_ratio_base"),
-        key=cfg_key("policy_ratio_base"),
-        help=FIELD_HELP["policy_ratio_base"],
-        width="stretch",
+
+
+def _estimator_note(info: RunInfo) -> None:
+    ss = st.session_state
+    if note := badges.estimator_note(ss[cfg_key("estimator")], info, ss[cfg_key("value_source")]):
+        st.caption(note)
+
+
+# What a field's declaration cannot say, by field: options that come from the run, words that come from a registry or
+# the run, a note after the widget. Everything else about a widget is in its declaration (engine/config/scheme.py).
+OPTIONS = {
+    "estimator": lambda info: [e.name for e in services.available_estimators(info)],
+    "placement": lambda info: runnable.placements(info.run_has),
+}
+FORMAT = {"estimator": _estimator_format, "policy_loss": lambda info: loss_option}
+HELP = {
+    "profile": lambda info: (
+        FIELD_HELP["profile"] + "\n\n" + "\n\n".join(f"**{p.name}**: {p.help}" for p in PROFILES.values())
+    ),
+    "estimator": lambda info: (
+        FIELD_HELP["estimator"]
+        + "\n\nGRPO-family names follow the *Divide by group std* toggle (off: Dr.GRPO-style); GAE without a "
+        "critic names the values it bootstraps from."
+    ),
+    "use_kl_in_reward": lambda info: FIELD_HELP["use_kl_in_reward"] + badges.log_prob_note(info),
+    "policy_loss": lambda info: loss_help(get_policy_loss(st.session_state[cfg_key("policy_loss")])),
+}
+AFTER = {"estimator": _estimator_note}
+SECTION_HEADINGS = {
+    "policy": dict(
+        body="**Policy loss**",
+        help="What each token's gradient is after the advantage (Token view: gradient weight, PPO ratio, IS weight, "
+        "train/inference mismatch).",
     )
-    c1, c2 = st.columns(2)
-    c1.selectbox(
-        "Rollout IS",
-        [None, *config.choices("rollout_is")],
-        key=cfg_key("rollout_is"),
-        format_func=lambda v: "off" if v is None else v,
-        placeholder="off",  # Streamlit shows a None value as no selection: its placeholder, not format_func's "off"
-        help=FIELD_HELP["rollout_is"],
-    )
-    c2.text_input("IS threshold", key=cfg_key("rollout_is_threshold"), help=FIELD_HELP["rollout_is_threshold"])
-    _rejection_controls()
+}
 
 
 LENGTH_PENALTY_DEFAULT = (0.25, 0.1, 0.1)  # prime-rl's LengthPenaltyConfig defaults (CONFIG.md length_penalty)
 
 
-def _length_penalty_controls() -> None:
+def _length_penalty_controls(label: str) -> None:
     """prime-rl's length penalty (GRPO on a run that carries each trace's lengths): on or off, and its three
     weights, prime-rl's defaults when first turned on."""
     ss = st.session_state
@@ -527,8 +466,7 @@ def _length_penalty_controls() -> None:
         for key, w in zip(K.LP_WEIGHTS, committed or LENGTH_PENALTY_DEFAULT, strict=True):
             ss[key] = float(w)
         ss[K.LP_SHOWN] = committed
-    st.toggle("Length penalty (prime-rl)", key=K.LP_ON, on_change=_commit_length_penalty,
-              help=FIELD_HELP["length_penalty"])  # fmt: skip
+    st.toggle(label, key=K.LP_ON, on_change=_commit_length_penalty, help=FIELD_HELP["length_penalty"])
     if ss[K.LP_ON]:
         for col, key, name in zip(st.columns(3), K.LP_WEIGHTS, ("w out", "w in", "w turns"), strict=True):
             col.number_input(name, min_value=0.0, step=0.05, key=key, on_change=_commit_length_penalty)
@@ -540,7 +478,7 @@ def _commit_length_penalty() -> None:
     ss[cfg_key("length_penalty")] = ss[K.LP_SHOWN] = value
 
 
-def _rejection_controls() -> None:
+def _rejection_controls(label: str) -> None:
     """Rollout rejection (verl ``rollout_rs``): the options, and their thresholds typed as verl's config takes
     them (comma-separated, one for all or one per option). They reach the scheme together, once valid."""
     ss = st.session_state
@@ -551,7 +489,7 @@ def _rejection_controls() -> None:
         ss[K.RS_SHOWN] = committed
         ss.pop(K.RS_ERROR, None)
     st.multiselect(
-        "Rollout rejection",
+        label,
         RS_OPTIONS,
         key=K.RS_OPTIONS,
         on_change=_commit_rejection,
@@ -568,6 +506,9 @@ def _rejection_controls() -> None:
         )
     if K.RS_ERROR in ss:
         st.warning(f"Rollout rejection not applied: {ss[K.RS_ERROR]}", icon=":material/block:")
+
+
+DRAWERS = {"length_penalty": _length_penalty_controls, "rollout_rs": _rejection_controls}  # widget kind → drawer
 
 
 def _commit_rejection() -> None:

@@ -357,3 +357,8 @@ def mismatch_table(run, batch: TrajectoryBatch, result: CreditResult, k: int = 2
         },
         columns=MISMATCH_COLUMNS,
     )
+
+
+def problems_frame(problems) -> pd.DataFrame:
+    """The loader's problems, one row each (their fields as columns)."""
+    return pd.DataFrame([vars(p) for p in problems])

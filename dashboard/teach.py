@@ -2,9 +2,9 @@
 
 * A write-up of KG-R1's structured multi-turn reward pipeline (KG-R1 7538a53) writes one reward dict: turn
   rewards {1: 0.15, 2: 0.20, ...}, global rewards {exact_match: 0.3, retrieval_quality: 0.4, _raw_exact_match:
-  0.6 (log only)}, total_score 0.65, and the rule total = mean(turn rewards) + Σ global. ``kgr1_example`` puts
+  0.6 (log only)}, total_score 0.65, and the rule total = mean(turn rewards) + Σ global. ``kgr1_run`` puts
   exactly those values on a tiny two-turn trajectory (tokens made up here: the document gives rewards, not text)
-  plus two variants that answer wrongly, so GRPO has a group, and runs ``compute_credit`` on it for every step.
+  plus two variants that answer wrongly, so GRPO has a group; ``services.kgr1_example`` runs ``compute_credit`` on it.
 * Notes on rLLM's three advantage modes (rLLM agent_ppo_trainer.py) write rewards 1.0 / 0.0, trajectory
   advantages ±0.5, the same ±0.5 broadcast to each of the three steps, and per-step Monte-Carlo returns 1.0, 0.95,
   0.9025 (γ = 0.95) and 0, 0, 0. ``rllm_doc_table`` sets those beside the engine's numbers on the sample run.
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dashboard.theme import INFO_HATCH, INFO_OUTLINE, MONO_FAMILY, SECONDARY_TEXT, diverging_css
+from dashboard.theme import INFO_HATCH, INFO_OUTLINE, MONO_FAMILY, SECONDARY_TEXT, diverging_css, symmetric_range
 from dashboard.tokens_html import escape
-from engine import CreditConfig, CreditResult, PolicyLoss, compute_credit, list_policy_losses
+from engine import CreditConfig, CreditResult, PolicyLoss, list_policy_losses
 from engine.batch import TrajectoryBatch
 from engine.io.data.model import Segment, Trajectory
 from engine.io.data.run import Run
@@ -145,19 +145,6 @@ class KgExample:
     config: CreditConfig
 
 
-def kgr1_example(cfg: CreditConfig = DOC_CONFIG) -> KgExample:
-    run = kgr1_run()
-    batch = run.to_batch(device="cpu")
-    return KgExample(
-        run=run,
-        batch=batch,
-        gae=compute_credit(batch, cfg, DOC_DEVICE),
-        proportional=compute_credit(batch, cfg.replace(placement="turn_proportional"), DOC_DEVICE),
-        grpo=compute_credit(batch, cfg.replace(estimator="grpo"), DOC_DEVICE),
-        config=cfg,
-    )
-
-
 def _np(t) -> np.ndarray:
     return t.detach().to("cpu").numpy().astype(float)
 
@@ -200,6 +187,16 @@ def token_steps_table(ex: KgExample, i: int = 0) -> pd.DataFrame:
             "GRPO A": _np(ex.grpo.advantages[i, :n]),
         }
     )
+
+
+def token_counts(tok: pd.DataFrame) -> tuple[int, int, int]:
+    """(tokens, info tokens, loss tokens) of ``token_steps_table``'s rows."""
+    return len(tok), int((tok["role"] != "model").sum()), int(tok["in loss"].sum())
+
+
+def group_stats(ex: KgExample) -> tuple[float, float]:
+    """(mean, std) of GRPO's group, the example's one group."""
+    return float(ex.grpo.group_mean[0]), float(ex.grpo.group_std[0])
 
 
 def placement_turn_table(ex: KgExample, i: int = 0) -> pd.DataFrame:
@@ -296,6 +293,91 @@ def value_tokens_html(tokens, roles, values, vmax: float, digits: int = 4, label
     return "".join(out)
 
 
+# ------------------------------------------------------------------------- the same steps on the sidebar's run
+@dataclass(frozen=True)
+class TrajectoryRewards:
+    """Trajectory ``i``'s structured rewards under a scheme, as the Learn page reads them out: the per-turn and
+    global component tables (``analysis``), the engine's turn score and G, how many turns it has (``turns``) and
+    how many of them have tokens, and the global components that leak into G (``_`` names the profile keeps) or
+    that it leaves out (not ``_raw_``), each with their weighted sum."""
+
+    turn: pd.DataFrame
+    glob: pd.DataFrame
+    turn_score: float
+    G: float
+    turns: int
+    turns_with_tokens: int
+    leaks: list[str]
+    leak_sum: float
+    kept_out: list[str]
+    kept_out_sum: float
+
+
+def trajectory_rewards(traj, cfg: CreditConfig, res: CreditResult, i: int, included: dict[str, bool], n_turns: int):
+    """``TrajectoryRewards`` of ``traj`` (row ``i`` of ``res``); ``included``: global name → whether the profile
+    counts it; ``n_turns``: the turns with tokens."""
+    from dashboard import analysis, tables
+
+    weights_g = dict(cfg.global_weights)
+    turn_df = analysis.turn_components(traj.turn_rewards, dict(cfg.turn_weights), tables.np_(res.turn_rewards[i]))
+    glob_df = analysis.global_components(traj.global_rewards, weights_g, included)
+    leaks = [n for n, inc in included.items() if inc and n.startswith("_") and n in traj.global_rewards]
+    kept_out = [n for n, inc in included.items() if not inc and not n.startswith("_raw_") and n in traj.global_rewards]
+
+    def weighted(names: list[str]) -> float:
+        return sum(float(traj.global_rewards[n]) * weights_g.get(n, 1.0) for n in names)
+
+    return TrajectoryRewards(
+        turn=turn_df,
+        glob=glob_df,
+        turn_score=float(tables.np_(res.extras["turn_score"])[i]) if "turn_score" in res.extras else 0.0,
+        G=float(tables.np_(res.extras["global_reward"])[i]) if "global_reward" in res.extras else 0.0,
+        turns=len(traj.turn_rewards),
+        turns_with_tokens=int((turn_df["turn"] <= n_turns).sum()) if len(turn_df) else 0,
+        leaks=leaks,
+        leak_sum=weighted(leaks),
+        kept_out=kept_out,
+        kept_out_sum=weighted(kept_out),
+    )
+
+
+@dataclass(frozen=True)
+class ScoreReading:
+    """How trajectory ``i``'s score comes about: its loss tokens, their mean return, the score, and whether the
+    estimator's returns are its advantages (GRPO family) on this trajectory."""
+
+    loss_tokens: int
+    mean_return: float
+    score: float
+    returns_are_advantages: bool
+
+
+def score_reading(table: pd.DataFrame, res: CreditResult, i: int) -> ScoreReading:
+    """``ScoreReading`` of token table ``table`` (trajectory ``i`` of ``res``)."""
+    from dashboard import tables
+
+    loss_mask = table["loss"].to_numpy() > 0
+    n_l = int(loss_mask.sum())
+    same = bool(n_l and np.allclose(table.loc[loss_mask, "return"], table.loc[loss_mask, "advantage"], atol=1e-6))
+    return ScoreReading(
+        loss_tokens=n_l,
+        mean_return=float(table.loc[loss_mask, "return"].mean()) if n_l else 0.0,
+        score=float(tables.np_(res.sample_scores)[i]),
+        returns_are_advantages=same,
+    )
+
+
+def loss_token_values(table: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` of a token table on its loss tokens."""
+    return table.loc[table["loss"] > 0, column]
+
+
+def last_loss_token(table: pd.DataFrame) -> int | None:
+    """Position of a token table's last loss token (None without one)."""
+    loss = np.flatnonzero(table["loss"].to_numpy() > 0)
+    return int(loss[-1]) if len(loss) else None
+
+
 # ------------------------------------------------------------------------- rLLM's three advantage modes, noted
 RLLM_GAMMA = 0.95
 DOC_RLLM_REWARDS = (1.0, 0.0)  # rollout 1 answers "4" (correct), rollout 2 answers "5"
@@ -358,6 +440,39 @@ def rllm_doc_table(steps: pd.DataFrame, norm_by_std: bool) -> pd.DataFrame:
     out.attrs["matches_returns"] = bool(same_mc and doc_ok.all())
     out.attrs["norm_by_std"] = norm_by_std
     return out
+
+
+def trajectory_advantage_range(doc: pd.DataFrame) -> tuple[float, float]:
+    """(max, min) of the engine's trajectory-mode advantage in ``rllm_doc_table``'s rows (0, 0 without it)."""
+    a = doc["A · trajectory"].to_numpy() if "A · trajectory" in doc else np.zeros(1)
+    return float(a.max()), float(a.min())
+
+
+@dataclass(frozen=True)
+class ModeRows:
+    """Every token of the rollouts shown under each rLLM mode, one row per (mode, rollout), padded to the longest:
+    ``advantages`` (NaN past a row's end), ``loss`` (False there) and ``vmax``, the symmetric colour range."""
+
+    labels: list[str]
+    advantages: np.ndarray  # (modes × rollouts, T)
+    loss: np.ndarray  # (modes × rollouts, T) bool
+    vmax: float
+
+
+def mode_rows(batch: TrajectoryBatch, results: dict[str, CreditResult], shown: list[int]) -> ModeRows:
+    """``ModeRows`` of trajectories ``shown`` under each mode's result (label → result)."""
+    from dashboard import analysis
+
+    labels, mats, losses = [], [], []
+    for label, r in results.items():
+        for j in shown:
+            labels.append(f"{label} · {batch.trajectory_ids[j]}")
+            mats.append(analysis.group_advantage_matrix(batch, r, np.array([j]))[0])
+            losses.append(analysis.group_loss_matrix(batch, r, np.array([j]))[0])
+    width = max(len(m) for m in mats)
+    adv = np.stack([np.pad(m, (0, width - len(m)), constant_values=np.nan) for m in mats])
+    loss = np.stack([np.pad(m, (0, width - len(m)), constant_values=False) for m in losses])
+    return ModeRows(labels, adv, loss, symmetric_range(adv[np.isfinite(adv)]))
 
 
 @dataclass(frozen=True)

@@ -163,3 +163,23 @@ def text_block(text: str, big: bool = False) -> str:
         f"<div style='white-space:pre-wrap;font-size:{size};background:{TEXT_BOX_BACKGROUND};border-radius:6px;"
         f"padding:8px 12px;border:1px solid {TEXT_BOX_BORDER}'>{escape(text)}</div>"
     )
+
+
+def big_label_html(text: str) -> str:
+    """A run's text (a rollout id) as a heading in the Learn page's big type, escaped."""
+    return f"<div style='font-size:1.15rem;font-weight:600'>{escape(text)}</div>"
+
+
+def scheme_line_html(traj_id: str, profile: str, estimator: str, placement: str) -> str:
+    """The Learn page's line naming the sidebar's trajectory and scheme, in big type, every name escaped."""
+    return (
+        "<div style='font-size:1.15rem'>Trajectory <code>"
+        + escape(traj_id)
+        + "</code> under profile <b>"
+        + escape(profile)
+        + "</b>, estimator <b>"
+        + escape(estimator)
+        + "</b>, placement <b>"
+        + escape(placement)
+        + "</b> (change them in the sidebar).</div>"
+    )

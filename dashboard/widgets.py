@@ -201,6 +201,14 @@ def big_text_css() -> None:
     )
 
 
+def big_metric_css() -> None:
+    """Metric values as big as the projector needs (the value's own element carries the font size)."""
+    st.html(
+        "<style>.stMainBlockContainer [data-testid='stMetricValue'],"
+        " .stMainBlockContainer [data-testid='stMetricValue'] * {font-size: 2.2rem !important;}</style>"
+    )
+
+
 def heading(title: str, detail: str = "", caption: str = "", note: str = "") -> None:
     """A page heading whose ``detail`` is run data (a trajectory id …), escaped, never parsed as markdown; then
     ``note`` (a sampled context's, see ``sampled_context``) in an info box."""

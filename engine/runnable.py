@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import PLACEMENTS, CreditConfig
+from engine.config.scheme import VALUE_STAND_INS
 from engine.registry import get_estimator
-
-VALUE_STAND_INS = ("zeros", "group_mean")
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from dashboard import teach
+from dashboard import services, teach
 from tests.test_app import PAGES, html_text, new_app, no_errors
 
 
 @pytest.fixture(scope="module")
 def ex() -> teach.KgExample:
-    return teach.kgr1_example()
+    return services.kgr1_example()
 
 
 # --------------------------------------------------------------------- KG-R1 reward walkthrough (docs/TUTORIAL.md §7.1)

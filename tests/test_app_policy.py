@@ -158,11 +158,12 @@ def test_the_sidebar_shows_the_chosen_loss_with_its_own_help_and_fields() -> Non
 
 
 def test_every_field_a_loss_widget_sets_is_part_of_the_scheme_code() -> None:
-    """A loss field the sidebar draws (``LOSS_WIDGETS``) has a short code, so its session key exists (the widget
-    shows the scheme's value, not its minimum) and a link carries it."""
-    from dashboard import schemes, sidebar
+    """A loss field the sidebar draws (declared with a widget in the policy section) has a short code, so its session
+    key exists (the widget shows the scheme's value, not its minimum) and a link carries it."""
+    from dashboard import controls, schemes
 
-    assert set(sidebar.LOSS_WIDGETS) <= set(schemes.SHORT)
+    loss_fields = {n for n, w in controls.declared() if w.section == "policy"}
+    assert {"clip_ratio_low", "tau_pos", "kl_cov_ratio"} <= loss_fields <= set(schemes.SHORT)
 
 
 def test_a_profile_without_a_dual_clip_offers_none() -> None:

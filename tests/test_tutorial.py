@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import teach
+from dashboard import services, teach
 from engine import CreditConfig, compute_credit
 from engine.io import load_run
 
@@ -43,7 +43,7 @@ def section(number: str) -> str:
 
 @pytest.fixture(scope="module")
 def ex() -> teach.KgExample:
-    return teach.kgr1_example()
+    return services.kgr1_example()
 
 
 def test_tab_a_numbers_are_the_pages(ex) -> None:

@@ -132,7 +132,7 @@ st.caption(
 
 if batch.entropy is not None:  # the run records the policy's entropy at each token
     st.subheader("Credit by token entropy")
-    ent = analysis.entropy_credit(batch, res)
+    ent = services.entropy_credit(ctx.handle, ctx.config, 5)
     top = float(ent["share of |gradient|"].iloc[-1]) if len(ent) else 0.0
     st.caption(
         f"The trained tokens in five equal-count bins of the policy's entropy, lowest first: how much of the batch's "

@@ -14,8 +14,7 @@ from dashboard.figures.compare import (
     make_turn_credit_figure,
 )
 from dashboard.state import K
-from dashboard.theme import CARD_BACKGROUND, FAINT_TEXT, FONT_FAMILY, SCHEME_COLORS, SECONDARY_TEXT, symmetric_range
-from dashboard.tokens_html import escape
+from dashboard.theme import symmetric_range
 from engine.config import PLACEMENTS, STEPWISE_MODES
 from engine.profiles import PROFILES
 
@@ -103,20 +102,7 @@ loss_only = bool(ss[K.CMP_LOSS_ONLY])
 loss = in_loss if loss_only else None
 notes = compare_model.differences_from(configs, ref, fake_critic)
 
-cards = []
-for s, (name, note) in enumerate(zip(labels, notes, strict=True)):
-    trained = int(in_loss[s].sum())
-    cards.append(
-        f"<div style='flex:1 1 230px;max-width:420px;border-top:6px solid {SCHEME_COLORS[s % 8]};"
-        f"background:{CARD_BACKGROUND};border-radius:4px;padding:6px 10px'>"
-        f"<div style='font-weight:700;font-size:1.02rem'>{escape(name)}</div>"
-        f"<div style='color:{SECONDARY_TEXT};font-size:0.92rem;margin-top:2px'>{'' if s == ref else 'vs. reference: '}"
-        f"{escape(note)}</div>"
-        f"<div style='color:{FAINT_TEXT};font-size:0.82rem;margin-top:2px'>"
-        f"{trained} of {n_tok} tokens in the loss</div>"
-        "</div>"
-    )
-st.html(f"<div style='display:flex;flex-wrap:wrap;gap:10px;font-family:{FONT_FAMILY}'>{''.join(cards)}</div>")
+st.html(compare_model.scheme_cards_html(labels, notes, ref, in_loss))
 if loss_only:
     st.caption(
         f"Loss tokens only: grey cells, gaps and bands mark tokens outside a scheme's loss (no gradient flows "
@@ -178,7 +164,7 @@ if n_turns >= 2:
         me = batch.trajectory_ids[ctx.traj]
         st.html(compare_model.step_table_html(frame, me))
         sentence = compare_model.step_sentence(frame, me, base.stepwise_gamma)
-        st.html(f"<div style='font-family:{FONT_FAMILY};font-size:1.05rem;line-height:1.5'>{escape(sentence)}</div>")
+        st.html(compare_model.sentence_html(sentence))
         if len(rows) > len(shown_rows):
             st.caption(f"First {len(shown_rows)} of the group's {len(rows)} rollouts.")
 
@@ -229,7 +215,4 @@ widgets.chart(
 )
 with st.expander("Scheme details"):
     for name, r in zip(labels, runs, strict=True):
-        st.html(
-            f"<div><b>{escape(name)}</b> — code <code>{escape(r.code)}</code> · placement "
-            f"{escape(r.result.placement)} · profile {escape(r.config.profile)}</div>"
-        )
+        st.html(compare_model.scheme_detail_html(name, r.code, r.result.placement, r.config.profile))

@@ -3,7 +3,6 @@ against the sidebar scheme as the baseline."""
 
 import functools
 
-import numpy as np
 import streamlit as st
 
 from dashboard import analysis, badges, exports, schemes, services, state, tables, widgets
@@ -88,7 +87,7 @@ with right:
     results = [widgets.result_or_stop(ctx, base), widgets.result_or_stop(ctx, designed)]
     before = services.trajectory_summary(ctx.handle, base)
     after = services.trajectory_summary(ctx.handle, designed)
-    changed = int((np.abs(after["advantage"] - before["advantage"]) > 1e-9).sum())
+    changed = analysis.changed_rows(before, after, "advantage")
     row = st.container(horizontal=True, gap="large")  # metrics of their own width: a 1024 px window cut labels
     row.metric(
         "Advantage changed",

@@ -8,7 +8,7 @@ from dashboard.figures.groups import (
     make_group_heatmap_figure,
     make_group_scores_figure,
 )
-from dashboard.theme import MUTED_TEXT, VERDICT_LABELS
+from dashboard.theme import VERDICT_LABELS
 from engine import get_estimator
 
 ctx = widgets.require_context()
@@ -35,14 +35,7 @@ members = [
     f"{n} {k} of {len(rows)}" + (f" ({', '.join(synth)})" if n == "synthesized" else "") for n, k in counts.items() if k
 ]
 if pills or members:
-    st.html(
-        pills
-        + (
-            f"<div style='color:{MUTED_TEXT};font-size:0.9rem'>Rollouts: {badges.escape(' · '.join(members))}</div>"
-            if members
-            else ""
-        )
-    )
+    st.html(pills + badges.rollouts_html(members))
 
 ddof_help = f"std_ddof = {ctx.config.std_ddof} ({'unbiased, verl' if ctx.config.std_ddof == 1 else 'population, rLLM'})"
 row = st.container(horizontal=True, gap="large")  # metrics of their own width: 5 columns cut "solve_none"

@@ -1,6 +1,5 @@
 """Run overview: sizes, share of info tokens, reward components and scores as distributions, load problems."""
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import badges, bigrun, services, tables, widgets
@@ -37,7 +36,7 @@ st.caption(f"{holds} — {lacks}")
 problems = ctx.handle.problems
 if ctx.traj < 0:
     st.error("No usable trajectory: every record had a problem.")
-    widgets.paged_dataframe(pd.DataFrame([vars(p) for p in problems]), "problems", "overview.problems")
+    widgets.paged_dataframe(tables.problems_frame(problems), "problems", "overview.problems")
     st.stop()
 
 # A big run's plots show trajectories sampled evenly (bigrun.PLOT_ROWS); the tables below page.
@@ -95,7 +94,7 @@ if synth := dict(info.synthesized):
 
 st.subheader("Problems the loader reported")
 if problems:
-    widgets.paged_dataframe(pd.DataFrame([vars(p) for p in problems]), "problems", "overview.problems")
+    widgets.paged_dataframe(tables.problems_frame(problems), "problems", "overview.problems")
 else:
     st.success("None: every record loaded.")
 

@@ -2,11 +2,12 @@
 
 import streamlit as st
 
-from dashboard import badges, diagnostics, services, state, tables, tokens_html, widgets
+from dashboard import analysis, badges, diagnostics, services, state, tables, tokens_html, widgets
 from dashboard.figures.tokens import make_token_heatmap_figure
 from dashboard.state import K
 from dashboard.tables import QUANTITY_HELP
 from dashboard.theme import symmetric_range
+from engine.lint.thresholds import LOGGED_ADVANTAGE_TOL
 
 ctx = widgets.require_context()
 res = widgets.result_or_stop(ctx)
@@ -48,19 +49,17 @@ row.metric(
 row.metric("Info tokens", f"{summary['info tokens']} / {summary['tokens']}", width="content")
 
 if "logged advantage" in table.columns:  # the trainer logged its own advantages: say how far CreditLens is
-    on = table["action"] > 0
-    gap = float(table.loc[on, "advantage − logged"].abs().max()) if on.any() else 0.0
-    verdict = "matches this scheme" if gap <= 1e-4 else "differs from this scheme (see Diagnostics)"
+    gap, logged_mean, own_mean = analysis.logged_comparison(table)
+    verdict = "matches this scheme" if gap <= LOGGED_ADVANTAGE_TOL else "differs from this scheme (see Diagnostics)"
     if ctx.config.estimator == "logged":  # nothing recomputed: the loss stage runs on the trainer's own
         verdict = "estimator `logged` takes them as the advantages, so the gradient weights are the trainer's"
     elif ctx.handle.run.metadata.get("no_rewards"):  # nothing to recompute them from (prime-rl's token export)
         verdict = (
             "the run holds no rewards, so a recomputed advantage is 0: estimator `logged` trains on the trainer's own"
         )
-    logged_mean = table.loc[on, "logged advantage"].mean()
     st.caption(
         f"The trainer logged its own advantages: mean over action tokens {logged_mean:+.4g} "
-        f"(CreditLens {table.loc[on, 'advantage'].mean():+.4g}), max |difference| {gap:.3g}: {verdict}. Colour by "
+        f"(CreditLens {own_mean:+.4g}), max |difference| {gap:.3g}: {verdict}. Colour by "
         "'logged advantage' or 'advantage − logged' to see where."
     )
 
@@ -127,10 +126,10 @@ with st.container(height=520 if stop - start > 250 else "content", border=True):
 if "train/inference mismatch" in table.columns:  # the run has the trainer's and the rollout engine's log-probs
     st.subheader("Train/inference mismatch")
     worst = services.mismatch_table(ctx.handle, ctx.config)
-    here = table.loc[table["action"] > 0, "train/inference mismatch"].abs()
+    largest = analysis.largest_abs(table, "train/inference mismatch")
     st.caption(
         f"The action tokens of the whole run where the trainer's and the rollout engine's log-probs of the sampled "
-        f"token disagree most (this trajectory's largest |Δ log π| is {here.max() if len(here) else 0.0:.3g}; "
+        f"token disagree most (this trajectory's largest |Δ log π| is {largest:.3g}; "
         "colour by 'train/inference mismatch' to see where). Lint train_inference_mismatch flags those more than 2× "
         "apart; the sidebar's policy loss section sets the rollout correction."
     )

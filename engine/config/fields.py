@@ -3,7 +3,9 @@
 ``option(...)`` declares a field with its default; ``convention(...)`` one that the profile fills. Either names
 the field's help, its allowed values (``choices``, or ``each`` for the items of a list), its closed numeric range
 (``within``), a ``check`` for what those cannot say (a threshold's ``'L_U'`` form, a tuple's length) and a short
-``label``. ``Rule`` is what validation applies to one field, built once from the declaration and the field's type.
+``label``. An option may also name its ``widget`` (how the dashboard's sidebar shows it, ``Widget``) and its
+``code`` (its key in a scheme code, ``dashboard.schemes``). ``Rule`` is what validation applies to one field, built
+once from the declaration and the field's type.
 """
 
 from __future__ import annotations
@@ -19,6 +21,41 @@ POSITIVE = (math.ulp(0.0), math.inf)  # (0, ∞): the smallest positive float as
 FRACTION = (math.ulp(0.0), 1.0)  # (0, 1]
 
 
+@dataclass(frozen=True)
+class Widget:
+    """How the dashboard's sidebar shows a field: plain data, the engine draws nothing. The sidebar draws every
+    declared widget in ``order`` (``section`` "scheme", then "policy", the policy-loss stage), with the field's help.
+
+    ``kind``: select, segmented, slider, toggle, checkbox, number, text, or the name of a drawer of the sidebar's own
+    for a field that needs more than one widget (length_penalty, rollout_rs). ``row``: the shown widgets of one row
+    sit side by side, two to a row. ``when``: conditions that must all hold for the widget to show; ``enabled``: for
+    it to be enabled (it shows disabled otherwise). A condition is ``<name>``, ``not <name>``, ``<name> == <value>``
+    or ``<name> != <value>``, where a name is a field of the scheme, ``run.<fact>`` (a fact of the run: has_values,
+    has_log_probs, …), ``estimator.whitened``, ``policy_loss.reads`` (the chosen loss reads this field) or
+    ``profile.<convention>``. ``options``: the values offered, when not the field's choices; ``none_label``: offer
+    None first, shown as this; ``value_labels``: values shown in other words. ``bounded``: a number takes the
+    declared range (``within``) as its bounds; ``min_value``, ``max_value``, ``step``, ``format`` as Streamlit's;
+    ``width`` "stretch" fills the sidebar; ``compact``: smaller buttons (segmented), so that all fit one row."""
+
+    kind: str
+    label: str
+    order: float
+    section: str = "scheme"
+    row: str = ""
+    when: tuple[str, ...] = ()
+    enabled: tuple[str, ...] = ()
+    options: tuple | None = None
+    none_label: str = ""
+    value_labels: tuple[tuple[object, str], ...] = ()
+    bounded: bool = False
+    min_value: float | None = None
+    max_value: float | None = None
+    step: float | None = None
+    format: str | None = None
+    width: str = ""
+    compact: bool = False
+
+
 def option(
     default,
     help: str,
@@ -28,12 +65,16 @@ def option(
     within: tuple[float, float] | None = None,
     check: Callable[[str, object], None] | None = None,
     label: str | None = None,
+    widget: Widget | None = None,
+    code: str | None = None,
 ):
     """Declare a ``CreditConfig`` field: its default, help text, allowed values (``choices``, or a function that
     returns them, for the estimator registry; ``each``: the values every item of a list field may take) or closed
     numeric range (``within``), a ``check(name, value)`` that raises a ValueError naming the field for what those
-    cannot say, and a short ``label`` (how the dashboard names the field in words)."""
+    cannot say, a short ``label`` (how the dashboard names the field in words), its sidebar ``widget`` and its
+    ``code`` in a scheme code."""
     meta = dict(help=help, choices=choices, each=each, within=within, check=check, label=label)
+    meta |= dict(widget=widget, code=code)
     return field(default=default, metadata=meta)
 
 

@@ -3,10 +3,11 @@
 Fields are grouped by the pipeline stage that reads them (``engine.stages``: 1 rewards & placement, 2 in-reward
 KL, 3 advantage estimator, 4 loss), the loss-specific ones with their loss, then rLLM's stepwise modes. Each is
 declared once (``engine.config.fields``): validation, ``FIELD_HELP`` (the dashboard's widget help), the command
-line's ``--field`` options (``engine.cli_compute``), the sidebar's option lists (``choices``, ``bounds``) and
-docs/CONFIG.md (``engine.config.docs``) are derived from the declarations. Field names follow verl's where verl has
-one (``estimator`` = ``algorithm.adv_estimator``, ``gamma``, ``lam``, ``norm_adv_by_std_in_grpo``, ``kl_penalty``,
-``kl_coef``, ``use_kl_in_reward``, ``loss_agg_mode``).
+line's ``--field`` options (``engine.cli_compute``), the sidebar's widgets (``widget``: kind, label, order, when
+shown; with ``choices`` and ``bounds``), scheme codes (``code``) and docs/CONFIG.md (``engine.config.docs``) are
+derived from the declarations. Field names follow verl's where verl has one (``estimator`` =
+``algorithm.adv_estimator``, ``gamma``, ``lam``, ``norm_adv_by_std_in_grpo``, ``kl_penalty``, ``kl_coef``,
+``use_kl_in_reward``, ``loss_agg_mode``).
 
 Conventions that differ between the reference trainers (std ddof, hole handling, which mask advantages use, …)
 are declared with ``convention(...)``: they default to ``None`` and are filled from the named **profile**, one
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 from engine.config import rules
 from engine.config.fields import FRACTION, NON_NEGATIVE, POSITIVE, UNIT, Rule, convention, option, rules_of
+from engine.config.fields import Widget as W
 from engine.kl import KL_NAMES
 from engine.policy import POLICY_LOSSES, RS_OPTIONS, check_threshold
 from engine.policy_losses import list_policy_losses
@@ -44,6 +46,7 @@ LOSS_AGG_MODES = (
     "prompt-mean-token-mean",
 )
 VALUE_SOURCES = ("critic", "zeros", "group_mean")
+VALUE_STAND_INS = ("zeros", "group_mean")  # what stands in for critic values a run lacks (engine.runnable)
 # Every name verl's kl_penalty dispatches on: 'full' and the '+' variants pass the config and fail (as in verl)
 # when computed, the '+' ones only where the profile's trainer predates them (engine.kl.check_kl_penalty).
 KL_PENALTY_NAMES = (*KL_NAMES, "full", *(n + "+" for n in (*KL_NAMES, "full")))
@@ -78,7 +81,11 @@ class CreditConfig:
     """A complete, hashable credit scheme. Unset conventions come from ``PROFILES[profile]``."""
 
     profile: str = option(
-        "verl", "Which reference trainer's conventions fill every field left unset.", choices=tuple(PROFILES)
+        "verl",
+        "Which reference trainer's conventions fill every field left unset.",
+        choices=tuple(PROFILES),
+        widget=W("select", "Profile", 10),
+        code="p",
     )
 
     # ==== 1. rewards & placement (engine.stages.place_scores): which tokens are the policy's, and their scores
@@ -87,6 +94,8 @@ class CreditConfig:
         "Keep tool/info tokens out of the loss and the in-reward KL (Search-R1 actor.state_masking; verl "
         "multi-turn response_mask). Off = train on every attended token.",
         label="state masking",
+        widget=W("toggle", "State masking (tool tokens out of the loss)", 80),
+        code="ms",
     )
     placement: str = option(
         "auto",
@@ -96,6 +105,8 @@ class CreditConfig:
         "every action token), as_given (the run's own token scores); auto = as_given when the run has token "
         "scores, else KG-R1's rule (turn_proportional with in-reward KL, final_token_only without).",
         choices=PLACEMENTS,
+        widget=W("select", "Reward placement", 30),
+        code="pl",
     )
     turn_weights: tuple[tuple[str, float], ...] = option(
         KGR1_TURN_WEIGHTS, "Weight of each per-turn reward component (KG-R1 defaults; unlisted components weigh 1)."
@@ -121,18 +132,41 @@ class CreditConfig:
         False,
         "Subtract β·KL(old ‖ ref) from the token rewards (verl algorithm.use_kl_in_reward).",
         label="in-reward KL",
+        widget=W("toggle", "In-reward KL", 110, enabled=("run.has_log_probs",)),
+        code="kl",
     )
     kl_penalty: str = option(
         "kl",
         "KL estimator: kl/k1, abs, mse/k2, low_var_kl/k3, and '+' variants (value of the estimator, gradient of k2).",
         choices=KL_PENALTY_NAMES,
         label="KL estimator",
+        widget=W(
+            "select",
+            "KL estimator",
+            120,
+            row="kl",
+            options=(*KL_NAMES, "k1+", "low_var_kl+"),  # "+": the estimator's value, k2's gradient (verl ≥ #6058)
+            when=("use_kl_in_reward",),
+        ),
+        code="kp",
     )
     kl_coef: float = option(
         0.001,
         "β, the in-reward KL coefficient (initial value for the adaptive controller).",
         within=NON_NEGATIVE,
         label="β",
+        widget=W(
+            "number",
+            "β (kl_coef)",
+            121,
+            row="kl",
+            min_value=0.0,
+            max_value=10.0,
+            step=0.001,
+            format="%.4f",
+            when=("use_kl_in_reward",),
+        ),
+        code="b",
     )
     kl_ctrl_type: str = option(
         "fixed", "fixed or adaptive KL controller (verl algorithm.kl_ctrl.type).", choices=("fixed", "adaptive")
@@ -154,6 +188,7 @@ class CreditConfig:
         "Advantage estimator (verl algorithm.adv_estimator); see engine.list_estimators().",
         choices=_estimators,
         label="estimator",
+        widget=W("select", "Estimator", 20),
     )
     advantage_mask: str | None = convention(
         "Mask the estimator sees: action (verl: tool tokens are holes) or attention (Search-R1, KG-R1: info tokens "
@@ -166,12 +201,16 @@ class CreditConfig:
         "Discount γ (verl algorithm.gamma; REINFORCE++ reads it from the config, as verl does).",
         within=UNIT,
         label="γ",
+        widget=W("slider", "γ", 50, row="discount", step=0.01),
+        code="g",
     )
     lam: float = option(
         1.0,
         "GAE λ (verl algorithm.lam): 1 = Monte-Carlo returns minus values, 0 = one-step TD error.",
         within=UNIT,
         label="λ",
+        widget=W("slider", "λ", 51, row="discount", step=0.01),
+        code="l",
     )
     std_ddof: int | None = convention(
         "Std degrees of freedom: 1 = unbiased (verl torch.std), 0 = population (rLLM np.std).",
@@ -207,6 +246,10 @@ class CreditConfig:
         "score of the row's group, a critic-free baseline). None = critic if the run has values, else an error "
         "that asks you to choose.",
         choices=VALUE_SOURCES,
+        widget=W(
+            "select", "Values for GAE (run has no critic)", 100, options=VALUE_STAND_INS, when=("not run.has_values",)
+        ),
+        code="vs",
     )
     gae_skip_holes: bool | None = convention(
         "GAE bootstraps from the next *valid* token and applies γ, λ once across a hole (verl PR #2337); off = "
@@ -225,6 +268,8 @@ class CreditConfig:
         True,
         "GAE and REINFORCE++ batch whitening divides by the std; off = centre only (OpenRLHF --no_std_norm).",
         label="whitening ÷ std",
+        widget=W("toggle", "Whitening ÷ std", 70, when=("estimator.whitened",)),
+        code="ws",
     )
     whitening: str | None = convention(
         "Batch whitening of GAE and REINFORCE++ (and its baseline variant): verl (unbiased token variance, "
@@ -248,7 +293,11 @@ class CreditConfig:
     )
     # -- GRPO
     norm_adv_by_std_in_grpo: bool = option(
-        True, "Divide group-centred scores by the group std (off = Dr.GRPO advantage).", label="std normalisation"
+        True,
+        "Divide group-centred scores by the group std (off = Dr.GRPO advantage).",
+        label="std normalisation",
+        widget=W("toggle", "Divide by group std", 60),
+        code="ns",
     )
     grpo_std_scope: str = option(
         "group",
@@ -257,6 +306,10 @@ class CreditConfig:
         "norm_adv_by_std_in_grpo off.",
         choices=("group", "batch"),
         label="GRPO std over",
+        widget=W(
+            "segmented", "GRPO std over", 61, width="stretch", when=("estimator == grpo", "norm_adv_by_std_in_grpo")
+        ),
+        code="gs",
     )
     grpo_var_floor: float | None = convention(
         "grpo_vectorized: variance floor (older verl floored var at 1e-6, so σ ≥ 1e-3).",
@@ -279,6 +332,10 @@ class CreditConfig:
         "sampled messages. Needs the batch's trace_lengths (the verifiers_traces loader). None = off, as prime-rl.",
         check=rules.length_weights,
         label="length penalty",
+        widget=W(
+            "length_penalty", "Length penalty (prime-rl)", 62, when=("estimator == grpo", "run.has_trace_lengths")
+        ),
+        code="lp",
     )
     # -- RLOO, MaxRL, KG-R1 multi-turn GRPO, GPG
     rloo_singleton: str | None = convention(
@@ -334,6 +391,8 @@ class CreditConfig:
         "How token losses aggregate (verl actor.loss_agg_mode); sets each token's effective weight.",
         choices=LOSS_AGG_MODES,
         label="loss aggregation",
+        widget=W("select", "Loss aggregation", 90),
+        code="agg",
     )
     loss_scale_factor: float | None = option(
         None, "Denominator of seq-mean-token-sum-norm (default: the padded length T).", within=POSITIVE
@@ -379,15 +438,28 @@ class CreditConfig:
         + ".",
         choices=POLICY_LOSSES,
         label="policy loss",
+        widget=W("select", "Loss", 200, section="policy"),
+        code="pol",
     )
     adv_tau: float = option(
         1.0, "prime-rl adv_tau: the advantage is scaled by it inside the policy loss.", within=NON_NEGATIVE
     )
     # -- policy loss: the clip ratios (vanilla's PPO clip; ε_low, ε_high bound dppo, ipo, cispo, masked_is too)
-    clip_ratio_low: float = option(0.2, "ε_low: the ratio's lower clip 1 − ε_low (verl clip_ratio_low).", within=UNIT)
+    clip_ratio_low: float = option(
+        0.2,
+        "ε_low: the ratio's lower clip 1 − ε_low (verl clip_ratio_low).",
+        within=UNIT,
+        widget=W(
+            "number", "ε low", 210, section="policy", row="loss", bounded=True, step=0.01, when=("policy_loss.reads",)
+        ),
+        code="cl",
+    )
     clip_ratio_high: float = option(
         0.2, "ε_high: the ratio's upper clip 1 + ε_high (verl clip_ratio_high; DAPO's clip-higher 0.28).",
         within=NON_NEGATIVE,
+        widget=W("number", "ε high", 211, section="policy", row="loss", min_value=0.0, step=0.01,
+                 when=("policy_loss.reads",)),
+        code="ch",
     )  # fmt: skip
     clip_ratio_c: float | None = option(
         3.0,
@@ -395,10 +467,51 @@ class CreditConfig:
         "clip (OpenRLHF's default dual_clip, SkyRL's 'regular' loss, TRL without delta; TRL's two-sided delta is this "
         "cap).",
         check=rules.dual_clip,
+        widget=W(
+            "number",
+            "Dual clip c",
+            212,
+            section="policy",
+            row="loss",
+            min_value=1.01,
+            step=0.5,
+            when=("policy_loss.reads", "profile.dual_clip_form != none"),
+        ),
+        code="cc",
     )
     # -- policy loss: SAPO
-    tau_pos: float = option(1.0, "SAPO τ for positive advantages.", within=POSITIVE)
-    tau_neg: float = option(1.05, "SAPO τ for negative advantages.", within=POSITIVE)
+    tau_pos: float = option(
+        1.0,
+        "SAPO τ for positive advantages.",
+        within=POSITIVE,
+        widget=W(
+            "number",
+            "τ (A > 0)",
+            213,
+            section="policy",
+            row="loss",
+            min_value=0.01,
+            step=0.05,
+            when=("policy_loss.reads",),
+        ),
+        code="tp",
+    )
+    tau_neg: float = option(
+        1.05,
+        "SAPO τ for negative advantages.",
+        within=POSITIVE,
+        widget=W(
+            "number",
+            "τ (A < 0)",
+            214,
+            section="policy",
+            row="loss",
+            min_value=0.01,
+            step=0.05,
+            when=("policy_loss.reads",),
+        ),
+        code="tn",
+    )
     # -- policy loss: GSPO, CISPO, VESPO
     gspo_gradient: str | None = convention(
         "GSPO's sequence ratio s_i = exp(mean_t log ρ_t): own_token (verl, SkyRL: s_i capped at e^10, and each "
@@ -449,6 +562,17 @@ class CreditConfig:
         "prime-rl kl_tau: kl_tau·(log ρ)² is added to every loss token's loss (dppo_tv and ipo only; prime-rl's "
         "default is 1e-3).",
         within=NON_NEGATIVE,
+        widget=W(
+            "number",
+            "KL τ (log ρ)²",
+            217,
+            section="policy",
+            row="loss",
+            min_value=0.0,
+            step=0.01,
+            when=("policy_loss.reads",),
+        ),
+        code="kt",
     )
     # -- policy loss: KL-Cov
     kl_cov_ratio: float = option(
@@ -458,6 +582,18 @@ class CreditConfig:
         "SkyRL kl_cov.kl_cov_frac, default 0.2).",
         within=FRACTION,
         label="KL-Cov share",
+        widget=W(
+            "number",
+            "KL-Cov share",
+            215,
+            section="policy",
+            row="loss",
+            bounded=True,
+            step=0.0001,
+            format="%g",
+            when=("policy_loss.reads",),
+        ),
+        code="kcr",
     )
     ppo_kl_coef: float = option(
         0.1,
@@ -465,6 +601,17 @@ class CreditConfig:
         "default 0.1; SkyRL kl_cov.ppo_kl_coef, default 1.0).",
         within=NON_NEGATIVE,
         label="KL-Cov coefficient",
+        widget=W(
+            "number",
+            "KL-Cov coefficient",
+            216,
+            section="policy",
+            row="loss",
+            min_value=0.0,
+            step=0.05,
+            when=("policy_loss.reads",),
+        ),
+        code="kkc",
     )
     # -- rollout correction
     policy_ratio_base: str = option(
@@ -474,6 +621,15 @@ class CreditConfig:
         "rollout engine's log-probs, so the ratio is the mismatch itself and PPO clips it).",
         choices=("trainer", "rollout"),
         label="PPO ratio against",
+        widget=W(
+            "segmented",
+            "PPO ratio against",
+            230,
+            section="policy",
+            width="stretch",
+            when=("run.has_rollout_log_probs",),
+        ),
+        code="rb",
     )
     rollout_is: str | None = option(
         None,
@@ -482,6 +638,16 @@ class CreditConfig:
         "outside [L, U] (IcePop). None = off. Needs the rollout engine's log-probs.",
         choices=("token", "sequence"),
         label="rollout IS",
+        widget=W(
+            "select",
+            "Rollout IS",
+            240,
+            section="policy",
+            row="rollout_is",
+            none_label="off",
+            when=("run.has_rollout_log_probs",),
+        ),
+        code="ris",
     )
     rollout_is_mode: str | None = option(
         None,
@@ -496,6 +662,8 @@ class CreditConfig:
         "verl rollout_is_threshold: 'U' (truncate at U) or 'L_U' (zero outside [L, U]).",
         check=check_threshold,
         label="IS threshold",
+        widget=W("text", "IS threshold", 241, section="policy", row="rollout_is", when=("run.has_rollout_log_probs",)),
+        code="rit",
     )
     rollout_is_batch_normalize: bool = option(False, "Divide the IS weights by their batch mean (verl).")
     rollout_rs: tuple[str, ...] = option(
@@ -507,11 +675,14 @@ class CreditConfig:
         "[1e-6, 1 − 1e-6]), per token or averaged over the row, at most the threshold.",
         each=RS_OPTIONS,
         label="rollout rejection",
+        widget=W("rollout_rs", "Rollout rejection", 250, section="policy", when=("run.has_rollout_log_probs",)),
+        code="rrs",
     )
     rollout_rs_threshold: tuple[str, ...] = option(
         (),
         "verl rollout_rs_threshold: one spec shared, or one per option ('L_U' or 'U' for k1, 'U' otherwise).",
         check=rules.thresholds,
+        code="rrt",
     )
     rollout_rs_masks_advantages: bool | None = convention(
         "Where rollout rejection sampling (rollout_rs, decoupled mode) acts: also on the advantages (verl: the "
@@ -571,15 +742,30 @@ class CreditConfig:
         "step) or per_step (each step's Monte-Carlo return, grouped by step index).",
         choices=STEPWISE_MODES,
         label="rLLM mode",
+        widget=W(
+            "segmented",
+            "rLLM stepwise mode",
+            40,
+            value_labels=(("per_step", "per step"),),
+            width="stretch",
+            compact=True,
+        ),
+        code="sm",
     )
     stepwise_gamma: float = option(
         0.95,
         "γ of rLLM's per-step Monte-Carlo returns (compute_mc_return default 0.95; the legacy engine passed 0.2).",
         within=UNIT,
         label="step γ",
+        widget=W("slider", "Step γ (MC returns)", 41, step=0.01, when=("stepwise_mode == per_step",)),
+        code="sg",
     )
     normalize_by_steps: bool = option(
-        False, "rLLM broadcast: divide the trajectory's advantage by its number of steps.", label="÷ steps"
+        False,
+        "rLLM broadcast: divide the trajectory's advantage by its number of steps.",
+        label="÷ steps",
+        widget=W("checkbox", "Normalize by steps", 42, when=("stepwise_mode == broadcast",)),
+        code="nbs",
     )
     broadcast_group_key: str | None = convention(
         "rLLM broadcast grouping of last steps: prompt (legacy AgentPPOTrainer) or prompt_and_last_step (workflow "
@@ -604,6 +790,7 @@ class CreditConfig:
         "rLLM rejection sampling: drop groups that are all solved (scores ≥ 1) or all unsolved (scores ≤ 0) from "
         "the loss; statistics are always reported.",
         label="rejection sampling",
+        code="rs",
     )
     mask_truncated_samples: bool = option(
         False,
