@@ -19,6 +19,7 @@ from dashboard import schemes, sources
 from dashboard.sources import DEFAULT_SAMPLE, RunRef
 from engine import config
 from engine.config import CreditConfig
+from engine.config.scheme import VALUE_STAND_INS
 from engine.policy import check_threshold
 from engine.runnable import scheme_fixes
 
@@ -343,7 +344,7 @@ def fit_scheme(values: dict, info, estimators: list[str]) -> dict:
         fixed["estimator"] = "gae" if info.has_values else "grpo"
     if info.has_values:
         fixed["value_source"] = None
-    elif values["value_source"] not in ("zeros", "group_mean"):
+    elif values["value_source"] not in VALUE_STAND_INS:
         fixed["value_source"] = "zeros"
     for field in ("stepwise_mode", "grpo_std_scope", "policy_ratio_base"):  # cleared controls: their default
         if field in values and values[field] not in config.choices(field):
