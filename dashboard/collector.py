@@ -77,11 +77,32 @@ def collections() -> int:
     return _collections
 
 
+def reset() -> None:
+    """Back to a server that has just started: no idle collector thread (one running is stopped, after the
+    collection it may be in), no page run since the last collection, the last one ended now, none collected.
+    The state is the process's, so tests start from here (``tests/conftest.py``): else the ``EVERY_RUNS``-th
+    page run's collection, or an idle collection, falls on whichever test the earlier ones left it to."""
+    global _runs_since, _last_end, _collections, _idle_s, _thread
+    with _lock:
+        thread, _thread = _thread, None
+        _ended.notify_all()
+    if thread is not None:
+        thread.join()
+    with _lock:
+        _runs_since = 0
+        _last_end = time.monotonic()
+        _collections = 0
+        _idle_s = IDLE_S
+
+
 def _idle_loop() -> None:
+    me = threading.current_thread()
     while True:
         with _lock:
-            while _runs_since == 0:
+            while _runs_since == 0 and _thread is me:
                 _ended.wait()
+            if _thread is not me:  # stopped by ``reset``
+                return
             wait = _idle_s - idle_seconds()
             if wait > 0:  # a page run ended less than ``idle`` ago: look again when it may be idle
                 _ended.wait(wait)
@@ -90,7 +111,7 @@ def _idle_loop() -> None:
 
 
 def start(idle: float = IDLE_S) -> threading.Thread | None:
-    """Start the idle collector (a daemon thread; once per process, a later call only sets ``idle``); None when
+    """Start the idle collector (a daemon thread; one at a time, a later call only sets ``idle``); None when
     ``CREDITLENS_IDLE_GC=0``."""
     global _thread, _idle_s
     if os.environ.get(ENV, "1") == "0":

@@ -235,6 +235,7 @@ def test_exports(monkeypatch: pytest.MonkeyPatch) -> None:
         exports.figure_image(go.Figure(), "png")
 
 
+@pytest.mark.slow  # starts Chromium (7 s)
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs the system Chromium")
 def test_figure_image_uses_system_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("BROWSER_PATH", raising=False)

@@ -248,6 +248,7 @@ def notes(at: AppTest) -> str:
     return "\n".join([e.value for e in at.info] + [e.value for e in at.caption] + [html_text(at)])
 
 
+@pytest.mark.slow  # every page on 6,000 trajectories (6 s)
 def test_every_page_samples_or_pages_a_big_run(big_load) -> None:
     assert bigrun.BIG_ROWS < 6000 and bigrun.PICKER_ROWS < 6000 < 4 * bigrun.TABLE_ROWS  # thresholds this test needs
     at = big_app(big_load)
@@ -275,6 +276,7 @@ def test_every_page_samples_or_pages_a_big_run(big_load) -> None:
             assert phrase in text, f"{name}: {phrase!r} not on screen"
 
 
+@pytest.mark.slow  # the picker on 6,000 trajectories (4 s with the run's build)
 def test_big_picker_follows_deep_links_pages_and_search(big_load) -> None:
     ids = big_load.run.to_batch().trajectory_ids
     at = big_app(big_load, {"traj": ids[4321], "page": "group"})

@@ -69,7 +69,7 @@ def test_the_idle_thread_collects_once_page_runs_stop(no_automatic_gc) -> None:
         time.sleep(0.5)
         assert collector.collections() == n + 1  # idle again, nothing ended since: no further collection
     finally:
-        collector.start(idle=collector.IDLE_S)
+        collector.reset()  # the thread ends with this test
 
 
 def test_a_big_computation_collects_first(no_automatic_gc, monkeypatch) -> None:
@@ -109,3 +109,20 @@ def test_a_big_file_is_read_after_a_collection(no_automatic_gc) -> None:
     ref = garbage_cycle()
     loading.read_run(path, size=loading.COLLECT_BEFORE_LOAD_BYTES)
     assert ref() is None and collector.collections() == n + 1
+
+
+def test_reset_is_a_server_that_has_just_started() -> None:
+    """What tests start from (``tests/conftest.py``): the idle thread stopped, the page runs counted from zero."""
+    thread = collector.start(idle=0.2)
+    collector.page_run_ended()
+    collector.collect()
+    collector.reset()
+    assert not thread.is_alive() and collector.collections() == 0
+    for _ in range(collector.EVERY_RUNS - 1):
+        collector.page_run_ended()
+    assert collector.collections() == 0  # the runs before the reset do not count towards the next collection
+    again = collector.start()
+    try:
+        assert again is not thread and again.is_alive()
+    finally:
+        collector.reset()

@@ -216,7 +216,8 @@ def test_a_huge_metadata_array_is_refused_before_its_list_is_made(monkeypatch):
 
 
 def saves_and_converts(res, tmp_path: Path, source: Path) -> None:
-    """The loaded run saves as JSONL and Parquet and reloads equal; ``python -m engine convert`` exits 0."""
+    """The loaded run saves as JSONL and Parquet and reloads equal; ``python -m engine convert`` exits 0 (a child
+    process that imports the engine: its tests are slow)."""
     for name in ("saved.jsonl", "saved.parquet"):
         save_run(res.run, tmp_path / name)
         back = load_run(tmp_path / name)
@@ -232,6 +233,7 @@ def saves_and_converts(res, tmp_path: Path, source: Path) -> None:
     assert load_run(tmp_path / "converted.jsonl").run.trajectories == res.run.trajectories
 
 
+@pytest.mark.slow  # saves_and_converts: a child process (6-7 s)
 def test_a_slime_status_saved_as_a_tensor(tmp_path):
     from test_io_writer_slime import GROUPS
 
@@ -255,6 +257,7 @@ def test_a_slime_status_saved_as_a_tensor(tmp_path):
     saves_and_converts(res, tmp_path, tmp_path / "3.pt")
 
 
+@pytest.mark.slow  # saves_and_converts: a child process (6-7 s)
 def test_art_binary_and_set_tags(tmp_path):
     path, _ = art.write_log(tmp_path)
     text = Path(path).read_text()
@@ -272,6 +275,7 @@ def test_art_binary_and_set_tags(tmp_path):
     saves_and_converts(res, tmp_path, bad)
 
 
+@pytest.mark.slow  # saves_and_converts: a child process (6-7 s)
 def test_trl_decimal_and_binary_columns(tmp_path):
     from test_io_writer_trl import COMPLETIONS, PROMPTS, accuracy, fmt
 

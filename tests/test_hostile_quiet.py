@@ -199,6 +199,7 @@ def test_any_error_of_one_file_is_a_problem_naming_it(tmp_path, monkeypatch, err
         load_run(folder, strict=True)
 
 
+@pytest.mark.slow  # a `python -m engine convert` child process (3 s)
 def test_cli_convert_says_which_file_and_shows_no_traceback(tmp_path):
     bad = tmp_path / "dump.npz"
     np.savez(bad, responses=np.full((2, 3), 5, dtype=np.int64), attention_mask=np.ones((2, 3), dtype=np.int64))

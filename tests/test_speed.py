@@ -4,6 +4,7 @@ of benchmarks/dashboard_speed.py (the benchmark itself runs a browser and is not
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from benchmarks import dashboard_speed as bench_dashboard
 from dashboard import loading, services, tokens_html
@@ -165,13 +166,13 @@ def test_warmup_freezes_what_it_imported_before_the_tokenizer_load(monkeypatch) 
     assert gc.get_freeze_count() == 0
 
 
+@pytest.mark.slow  # starts a streamlit server (5 s)
 def test_wire_session_gets_the_pages_a_browser_gets(tmp_path) -> None:
     """The benchmark's browserless sessions (benchmarks/wire_session.py) against a real `streamlit run app.py`: the
     first run opens the linked run, a navigation request runs the page it names, and what comes back is that
     page's content (no exception); an unknown page is refused before anything is sent."""
     import asyncio
 
-    import pytest
     from browser_support import start_server, stop_server
 
     import app

@@ -15,6 +15,11 @@ from engine.config import LOSS_AGG_MODES, STEPWISE_MODES
 from engine.credit import with_loss_agg_mode
 
 FEW = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The fast loop (-m "not slow") checks every estimator under the default profile; every profile is the full suite's
+# (231 cases, ~25 s).
+SWEPT_PROFILES = [
+    p if p == CreditConfig().profile else pytest.param(p, marks=pytest.mark.slow) for p in sorted(PROFILES)
+]
 
 
 def two_steps(layout, seed: int) -> tuple[TrajectoryBatch, torch.Tensor, torch.Tensor]:
@@ -53,7 +58,7 @@ def assert_step_is_alone(batch, cfg, rows_of: dict[int, torch.Tensor]) -> None:
             assert merged.metrics.get(name, merged.metrics.get(f"step {step}/{name}")) == value
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", SWEPT_PROFILES)
 @pytest.mark.parametrize("estimator", sorted(ESTIMATORS))
 @FEW
 @given(

@@ -112,6 +112,7 @@ def test_bundled_folder_loads_as_40_steps(loaded):
     assert len(res.step_rows) == STEPS
 
 
+@pytest.mark.slow  # synthesizes and writes the 40-step folder again (4 s)
 def test_command_reproduces_the_bundled_folder(tmp_path, loaded):
     out = tmp_path / "search_steps"
     assert main(["synth", "--preset", "search_steps", "--out", str(out)]) == 0
