@@ -18,6 +18,7 @@ Starts ``streamlit run app.py`` on a free local port, drives Debian's Chromium (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
@@ -160,35 +161,44 @@ def shrink_png(path: Path, colors: int = 256) -> int:
     return path.stat().st_size
 
 
-def readme_shots(out: Path = IMAGES, port: int = 0) -> list[Path]:
-    """The README's pictures (``README_SHOTS``) from the bundled samples, one viewport each, shrunk."""
+@contextlib.contextmanager
+def dashboard_page(port: int, viewport: dict):
+    """A Chromium page beside a ``streamlit run app.py`` on ``port`` (a free one when 0): yields (page, port); the
+    browser and the server are stopped on the way out."""
     from playwright.sync_api import sync_playwright
 
-    out.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     server = start_server(port)
-    written = []
     try:
         wait_healthy(port)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(
                 executable_path=os.environ.get("BROWSER_PATH", "/usr/bin/chromium"), args=CHROMIUM_ARGS
             )
-            page = browser.new_page(viewport=README_VIEWPORT)
-            for file_name, name, run in README_SHOTS:
-                page.goto(f"http://127.0.0.1:{port}/?page={name}&run={run}", wait_until="domcontentloaded")
-                wait_idle(page, timeout=300_000)  # the timeline computes its steps on a first visit
-                path = out / file_name
-                page.screenshot(path=str(path))
-                print(path, f"{shrink_png(path) / 1024:.0f} KiB")
-                written.append(path)
-            browser.close()
+            try:
+                yield browser.new_page(viewport=viewport), port
+            finally:
+                browser.close()
     finally:
         server.terminate()
         try:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def readme_shots(out: Path = IMAGES, port: int = 0) -> list[Path]:
+    """The README's pictures (``README_SHOTS``) from the bundled samples, one viewport each, shrunk."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with dashboard_page(port, README_VIEWPORT) as (page, port):
+        for file_name, name, run in README_SHOTS:
+            page.goto(f"http://127.0.0.1:{port}/?page={name}&run={run}", wait_until="domcontentloaded")
+            wait_idle(page, timeout=300_000)  # the timeline computes its steps on a first visit
+            path = out / file_name
+            page.screenshot(path=str(path))
+            print(path, f"{shrink_png(path) / 1024:.0f} KiB")
+            written.append(path)
     return written
 
 
@@ -208,52 +218,35 @@ def main() -> None:
         return
     if args.out is None:
         ap.error("give OUT_DIR, or --readme")
-    from playwright.sync_api import sync_playwright
-
     args.out.mkdir(parents=True, exist_ok=True)
-    port = args.port or free_port()
-    server = start_server(port)
-    try:
-        wait_healthy(port)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=os.environ.get("BROWSER_PATH", "/usr/bin/chromium"), args=CHROMIUM_ARGS
-            )
-            page = browser.new_page(viewport={"width": args.width, "height": args.height})
-            scheme = f"&scheme={args.scheme}" if args.scheme else ""
-            for name in args.pages:
-                url = f"http://127.0.0.1:{port}/?page={name}&run={args.run}{scheme}"
-                page.goto(url, wait_until="domcontentloaded")
+    with dashboard_page(args.port, {"width": args.width, "height": args.height}) as (page, port):
+        scheme = f"&scheme={args.scheme}" if args.scheme else ""
+        for name in args.pages:
+            url = f"http://127.0.0.1:{port}/?page={name}&run={args.run}{scheme}"
+            page.goto(url, wait_until="domcontentloaded")
+            wait_idle(page)
+            fit_to_content(page, args.width)
+            path = args.out / f"{name}.png"
+            page.screenshot(path=str(path), full_page=True)
+            print(path)
+            if name == "learn":  # the second tab: rLLM's three modes on python_tool_two_rollouts
+                page.get_by_role("tab").nth(1).click()
                 wait_idle(page)
                 fit_to_content(page, args.width)
-                path = args.out / f"{name}.png"
+                path = args.out / "learn_rllm_modes.png"
                 page.screenshot(path=str(path), full_page=True)
                 print(path)
-                if name == "learn":  # the second tab: rLLM's three modes on python_tool_two_rollouts
-                    page.get_by_role("tab").nth(1).click()
-                    wait_idle(page)
-                    fit_to_content(page, args.width)
-                    path = args.out / "learn_rllm_modes.png"
-                    page.screenshot(path=str(path), full_page=True)
-                    print(path)
-                if name == "tokens" and not page.locator("[data-testid='stPlotlyChart']").count():
-                    page.get_by_text("Heatmap of every quantity at every position").click()  # off for short ones
-                    page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
-                    wait_idle(page)
-                    fit_to_content(page, args.width)
-                    path = args.out / "tokens_heatmap.png"
-                    page.screenshot(path=str(path), full_page=True)
-                    print(path)
-                if name == "diagnostics":
-                    follow_first_finding(page, args, url)
-                page.set_viewport_size({"width": args.width, "height": args.height})
-            browser.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            if name == "tokens" and not page.locator("[data-testid='stPlotlyChart']").count():
+                page.get_by_text("Heatmap of every quantity at every position").click()  # off for short ones
+                page.wait_for_selector("[data-testid='stPlotlyChart'] .main-svg", timeout=60_000)
+                wait_idle(page)
+                fit_to_content(page, args.width)
+                path = args.out / "tokens_heatmap.png"
+                page.screenshot(path=str(path), full_page=True)
+                print(path)
+            if name == "diagnostics":
+                follow_first_finding(page, args, url)
+            page.set_viewport_size({"width": args.width, "height": args.height})
 
 
 if __name__ == "__main__":
