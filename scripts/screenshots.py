@@ -5,7 +5,7 @@
     python scripts/screenshots.py --readme       # the README's pictures, into docs/images/
 
 ``--readme`` writes the README's pictures from the bundled samples: one viewport (1400 × 900) per page, no
-full-page captures, each quantized to 256 colours with Pillow so that it stays small enough for git (≲ 250 KB).
+full-page captures, each an optimized RGB PNG that stays small enough for git (under 300 KB; a test checks).
 
 On the Diagnostics page it also follows the first finding's "Open in token view" link (the first that flags
 single tokens) and saves the highlighted token view as ``tokens_highlight.png``; on the token view it also turns
@@ -150,14 +150,15 @@ def follow_first_finding(page, args, url: str) -> None:
     print(path)
 
 
-def shrink_png(path: Path, colors: int = 256) -> int:
-    """Quantize a screenshot to ``colors`` colours and save it optimized, in place; returns its size in bytes.
-    Streamlit's flat colours survive 256 well; text stays sharp (no dithering)."""
+def shrink_png(path: Path) -> int:
+    """Save a screenshot as an optimized RGB PNG, in place (no alpha); returns its size in bytes. Not quantized: a
+    256-colour palette turned the advantage legend's orange-red half magenta and tinted the sidebar, and the
+    colours are what these pictures show."""
     from PIL import Image
 
     with Image.open(path) as img:
-        small = img.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    small.save(path, optimize=True)
+        rgb = img.convert("RGB")
+    rgb.save(path, optimize=True)
     return path.stat().st_size
 
 
