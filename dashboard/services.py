@@ -24,7 +24,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from dashboard import bigrun, cache, collector, diagnostics, loading, tables, teach
+from dashboard import bigrun, cache, collector, diagnostics, loading, schemes, tables, teach
 from dashboard.cache import LINT_ENTRIES, TABLE_ENTRIES, RunHandle, SampleLoad, per_run
 from engine import CreditConfig, CreditResult, compute_credit, list_estimators, resolve_device
 from engine.credit import with_loss_agg_mode
@@ -267,15 +267,12 @@ def kgr1_example(cfg: CreditConfig = teach.DOC_CONFIG) -> teach.KgExample:
     )
 
 
-RLLM_MODES = {"trajectory": "trajectory", "broadcast": "broadcast", "per_step": "per-step"}  # mode → label
-
-
 def rllm_modes(h: RunHandle, info: tables.RunInfo, norm_by_std: bool) -> tuple[dict[str, CreditResult], dict[str, str]]:
     """rLLM's three stepwise modes (GRPO, step γ = 0.95) on the run, made runnable on it: ({label: result},
     {label: why the engine refused it})."""
     base = CreditConfig(profile="rllm", estimator="grpo", norm_adv_by_std_in_grpo=norm_by_std, stepwise_gamma=0.95)
     results, refused = {}, {}
-    for mode, label in RLLM_MODES.items():
+    for mode, label in schemes.MODE_WORDS.items():
         try:
             results[label] = compute(h, effective_config(info, base.replace(stepwise_mode=mode)))
         except (ValueError, NotImplementedError) as e:

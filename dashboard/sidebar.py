@@ -295,8 +295,6 @@ def _fix_state(info: RunInfo) -> None:
 
 
 def _scheme_controls(info: RunInfo):
-    from dashboard import badges
-
     _fix_state(info)
     ss = st.session_state
     if ss.get(K.TRAJ) in info.trajectory_ids and info.flags:  # the trajectory just picked: its data facts

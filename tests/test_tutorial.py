@@ -15,17 +15,12 @@ from pathlib import Path
 import pytest
 
 from dashboard import services, teach
+from dashboard.learn.common import f  # the number as the Learn page writes it
 from engine import CreditConfig, compute_credit
 from engine.io import load_run
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = (REPO / "docs" / "TUTORIAL.md").read_text()
-
-
-def f(x: float, digits: int = 5) -> str:
-    """A number as the Learn page writes it (dashboard/pages/learn.py): ``digits`` significant digits, −0 as 0."""
-    x = float(x)
-    return "0" if abs(x) < 1e-9 else f"{x:.{digits}g}"
 
 
 def table(first_header: str) -> dict[str, str]:
